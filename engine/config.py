@@ -1,0 +1,88 @@
+"""Frozen settings records shared by the engine, the CLI and the app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+
+class DrafterMode(str, Enum):
+    """Where draft tokens come from."""
+
+    AUTO = "auto"  # choose per round from measured costs and acceptance (may choose none)
+    DRAFT_MODEL = "draft"  # the small draft model
+    LOOKUP = "lookup"  # n-gram match against the conversation so far
+    BOTH = "both"  # lookup when it matches, the draft model otherwise
+    OFF = "off"  # plain decoding
+
+
+class TokenSource(str, Enum):
+    """Who proposed a token that ended up in the answer."""
+
+    TARGET = "target"  # sampled by the target itself (plain step, correction or bonus)
+    DRAFT_MODEL = "draft"  # proposed by the draft model and accepted by the target
+    LOOKUP = "lookup"  # proposed by prompt lookup and accepted by the target
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How the next token is chosen. temperature 0 means greedy (argmax)."""
+
+    temperature: float = 0.7
+    top_k: int = 40  # 0 disables
+    top_p: float = 0.95  # 1.0 disables
+    min_p: float = 0.05  # 0.0 disables
+    seed: int | None = None  # None: a fresh seed per answer
+    max_tokens: int = 1024
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+    def with_(self, **changes) -> SamplingParams:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class SpecParams:
+    """How speculation runs. draft_length None lets the engine choose it each round."""
+
+    mode: DrafterMode = DrafterMode.AUTO
+    draft_length: int | None = None  # fixed k (1..16) or None for adaptive
+    max_draft_length: int = 16
+    # The draft model stops proposing once its own probability for the next token falls
+    # below this (llama.cpp's p_min). None: adapt it from acceptance.
+    draft_p_min: float | None = None
+    lookup_ngram_max: int = 4
+    lookup_ngram_min: int = 1
+
+    def with_(self, **changes) -> SpecParams:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One GGUF file and how to load it."""
+
+    path: str
+    n_gpu_layers: int = 0  # -1: all layers
+    n_ctx: int = 4096
+    n_threads: int | None = None  # None: physical cores as llama.cpp counts them
+    n_batch: int = 512
+
+    def with_(self, **changes) -> ModelSpec:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    target: ModelSpec
+    draft: ModelSpec | None = None
+    spec: SpecParams = field(default_factory=SpecParams)

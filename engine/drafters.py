@@ -1,0 +1,99 @@
+"""Where draft tokens come from: the draft model, or prompt lookup. One small interface.
+
+A Draft carries the proposed tokens and, for a sampled draft model, the distributions they were
+drawn from (the rejection rule needs p_draft). Lookup drafts are deterministic: p_draft is None.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.config import SamplingParams, TokenSource
+from engine.lookup import NgramIndex
+from engine.runner import ModelRunner
+from engine.sampling import Distribution, distribution, greedy_token
+
+
+@dataclass
+class Draft:
+    drafter: str  # "none", "lookup", "draft"
+    k: int = 0  # draft length asked for this round
+    tokens: list[int] = field(default_factory=list)
+    p_draft: list[Distribution | None] = field(default_factory=list)
+    seconds: float = 0.0
+    n_steps: int = 0  # draft-model decode steps taken
+
+    @property
+    def source(self) -> TokenSource:
+        return TokenSource.LOOKUP if self.drafter == "lookup" else TokenSource.DRAFT_MODEL
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+NO_DRAFT = Draft("none")
+
+
+class LookupDrafter:
+    """Prompt lookup over the conversation so far (prompt plus the answer being written)."""
+
+    name = "lookup"
+
+    def __init__(self, n_min: int = 1, n_max: int = 4):
+        self.index = NgramIndex(n_min, n_max)
+
+    def candidates(self, history: Sequence[int], k_max: int) -> list[int]:
+        return self.index.propose(history, k_max)
+
+    @property
+    def last_match_size(self) -> int:
+        return self.index.last_match_size
+
+
+class DraftModelDrafter:
+    """Autoregressive drafting with the small model, stopping early when it is unsure."""
+
+    name = "draft"
+
+    def __init__(self, runner: ModelRunner):
+        self.runner = runner
+
+    def propose(
+        self,
+        history: Sequence[int],
+        k: int,
+        sampling: SamplingParams,
+        rng: np.random.Generator,
+        p_min: float,
+    ) -> Draft:
+        t0 = time.perf_counter()
+        draft = Draft(self.name, k)
+        seq = list(history)
+        for _ in range(k):
+            logits = self.runner.eval(seq, 1)[0]
+            draft.n_steps += 1
+            if sampling.greedy:
+                token = greedy_token(logits)
+                confidence = _top_probability(logits, token)
+                p = None
+            else:
+                p = distribution(logits, sampling)
+                token, confidence = p.sample(rng), p.top_prob
+            # Decided from the distribution alone, never from the sampled token: stays lossless.
+            if confidence < p_min and draft.tokens:
+                break
+            draft.tokens.append(token)
+            draft.p_draft.append(p)
+            seq.append(token)
+        draft.seconds = time.perf_counter() - t0
+        return draft
+
+
+def _top_probability(logits: np.ndarray, top: int) -> float:
+    """Softmax probability of the argmax, without materialising the distribution."""
+    z = logits - logits[top]
+    return float(1.0 / np.exp(z, dtype=np.float32).sum())

@@ -1,0 +1,155 @@
+"""The engine's front door: load a target (and a draft), then stream answers to conversations."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from engine.chat_template import ChatFormatter
+from engine.compat import check_compatible
+from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
+from engine.errors import ContextFullError
+from engine.events import DoneEvent, Event, FinishReason
+from engine.generate import Speculator
+from engine.gguf import read_header
+from engine.metrics import AnswerStats
+from engine.runner import ModelRunner
+
+log = logging.getLogger(__name__)
+
+# Room kept free for the answer when deciding how much history fits.
+MIN_ANSWER_ROOM = 256
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    target_name: str
+    draft_name: str | None
+    backend: str  # "CPU", "CUDA", "Metal", ...
+    target_gpu_layers: int
+    target_layers: int
+    draft_gpu_layers: int
+    n_ctx: int
+    n_threads: int
+    memory_bytes: int  # weights plus contexts
+    calibration: dict
+
+
+class Engine:
+    """A target model, an optional draft model, and the speculation state between them.
+
+    Not thread-safe: one thread owns an Engine (the app's worker thread, or the CLI). Only
+    the cancel event passed to chat() may be set from another thread.
+    """
+
+    def __init__(
+        self,
+        target: ModelSpec,
+        draft: ModelSpec | None = None,
+        progress: Callable[[str, float], None] | None = None,
+    ):
+        report = progress or (lambda _stage, _fraction: None)
+        target_info = read_header(target.path)
+        if draft is not None:
+            # Refuse an incompatible draft from the headers, before spending time loading it.
+            check_compatible(target_info, read_header(draft.path))
+        self.target = ModelRunner(target, lambda p: report("Loading target", p))
+        self.draft = None
+        try:
+            if draft is not None:
+                self.draft = ModelRunner(draft, lambda p: report("Loading draft", p))
+            report("Measuring this machine", 0.0)
+            self.speculator = Speculator(self.target, self.draft)
+            report("Ready", 1.0)
+        except BaseException:
+            self.close()
+            raise
+        self.formatter = ChatFormatter(self.target.info)
+
+    @property
+    def info(self) -> EngineInfo:
+        t, d = self.target, self.draft
+        return EngineInfo(
+            target_name=t.info.name,
+            draft_name=d.info.name if d else None,
+            backend=t.backend,
+            target_gpu_layers=t.gpu_layers,
+            target_layers=t.n_layers,
+            draft_gpu_layers=d.gpu_layers if d else 0,
+            n_ctx=t.n_ctx,
+            n_threads=t.n_threads,
+            memory_bytes=sum(r.model_bytes + r.context_bytes for r in (t, d) if r),
+            calibration=self.speculator.costs.as_dict(),
+        )
+
+    def close(self) -> None:
+        for runner in (getattr(self, "draft", None), getattr(self, "target", None)):
+            if runner is not None:
+                runner.close()
+
+    def reset_cache(self) -> None:
+        """Forget cached context (switching conversations is handled by prefix matching anyway)."""
+        for runner in (self.target, self.draft):
+            if runner is not None:
+                runner.reset()
+
+    # -- answering -------------------------------------------------------------------------
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        sampling: SamplingParams | None = None,
+        spec: SpecParams | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        """Stream the assistant's answer to a conversation (the last message is the user's)."""
+        t_request = time.perf_counter()
+        sampling = sampling or SamplingParams()
+        spec = spec or SpecParams()
+        stats = AnswerStats()
+        try:
+            prompt, stats.n_history_dropped = self.fit_conversation(messages, sampling.max_tokens)
+        except ContextFullError as e:
+            yield DoneEvent(FinishReason.CONTEXT, stats, "", e.user_message())
+            return
+        yield from self.speculator.stream(prompt, sampling, spec, cancel, stats, t_request)
+
+    def complete(
+        self,
+        prompt_text: str,
+        sampling: SamplingParams | None = None,
+        spec: SpecParams | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        """Stream a raw continuation of prompt_text (no chat template)."""
+        tokens = self.target.tokenize(prompt_text)
+        yield from self.speculator.stream(tokens, sampling or SamplingParams(), spec or SpecParams(), cancel)
+
+    def fit_conversation(self, messages: Sequence[ChatMessage], max_tokens: int) -> tuple[list[int], int]:
+        """Tokenize the conversation, dropping the oldest turns (never the system prompt) to fit.
+
+        Returns the prompt tokens and how many messages were dropped.
+        """
+        n_ctx = self.target.n_ctx
+        room = min(max_tokens, max(MIN_ANSWER_ROOM, n_ctx // 4))
+        system = [m for m in messages[:1] if m.role == "system"]
+        rest = list(messages[len(system) :])
+        dropped = 0
+        while True:
+            tokens = self.target.tokenize(self.formatter.format(system + rest))
+            if len(tokens) + room <= n_ctx or len(rest) <= 1:
+                break
+            # Drop the oldest exchange; keep the conversation starting with a user message.
+            rest.pop(0)
+            dropped += 1
+            while len(rest) > 1 and rest[0].role != "user":
+                rest.pop(0)
+                dropped += 1
+        if len(tokens) >= n_ctx:
+            raise ContextFullError(
+                f"The message is {len(tokens):,} tokens long with its system prompt, but the context holds {n_ctx:,}."
+            )
+        return tokens, dropped

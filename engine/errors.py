@@ -1,0 +1,51 @@
+"""The engine's own error types.
+
+Everything the engine raises on purpose derives from EngineError, so callers (the app's worker,
+the CLI) can show a readable message. llama-cpp-python signals failures with RuntimeError and
+ValueError; those are converted here rather than leaked, because Qt helpers such as superqt
+treat a RuntimeError as "worker deleted" and go quiet.
+"""
+
+
+class EngineError(Exception):
+    """A failure the user can act on; str(error) is the message to show."""
+
+    hint: str = ""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message)
+        if hint:
+            self.hint = hint
+
+    def user_message(self) -> str:
+        return f"{self}\n{self.hint}" if self.hint else str(self)
+
+
+class ModelFileError(EngineError):
+    """The file is missing, is not GGUF, or is damaged."""
+
+    hint = "Choose another GGUF file, or download the model again."
+
+
+class ModelLoadError(EngineError):
+    """llama.cpp could not load a file that looked valid (unsupported architecture, out of memory)."""
+
+    hint = "Try fewer GPU layers, a smaller context, or a smaller quantization."
+
+
+class IncompatibleDraftError(EngineError):
+    """The draft model cannot propose tokens for this target (different vocabulary)."""
+
+    hint = "Pick a draft from the same model family as the target, or use prompt lookup instead."
+
+
+class ContextFullError(EngineError):
+    """The prompt alone does not fit in the context window."""
+
+    hint = "Start a new conversation, shorten the message, or raise the context size in Settings."
+
+
+class DecodeError(EngineError):
+    """llama_decode failed mid-answer."""
+
+    hint = "The answer so far is kept. Try again; if it repeats, reload the model with a smaller context."

@@ -1,0 +1,207 @@
+"""The streaming loop: draft, verify in one batch, accept, emit; repeat.
+
+Each round keeps the last committed token apart and verifies [last, d1..dk] in one target
+decode (llama.cpp's speculative-simple layout), so a round with nothing drafted is exactly a
+plain decoding step. The runners' prefix-matching eval keeps both KV caches consistent on every
+path out of the loop: finished, stopped, cancelled or failed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from engine.config import DrafterMode, SamplingParams, SpecParams, TokenSource
+from engine.drafters import NO_DRAFT, Draft, DraftModelDrafter, LookupDrafter
+from engine.errors import ContextFullError, EngineError
+from engine.events import DoneEvent, Event, FinishReason, RoundEvent, TokenEvent
+from engine.metrics import AnswerStats
+from engine.policy import AcceptanceTracker, CostModel, best_choice, draft_confidence_floor
+from engine.runner import Cancelled, ModelRunner, common_prefix
+from engine.sampling import Distribution, distribution, make_rng
+from engine.speculative import Verdict, verify_greedy, verify_sampled
+from engine.textstream import TextStream
+
+CALIBRATION_SIZES = (1, 2, 4, 8)
+
+
+class _TargetRows(Sequence):
+    """The target's distributions for a verification batch, computed only when read."""
+
+    def __init__(self, logits: np.ndarray, sampling: SamplingParams):
+        self._logits, self._sampling, self._cache = logits, sampling, {}
+
+    def __len__(self) -> int:
+        return len(self._logits)
+
+    def __getitem__(self, i: int) -> Distribution:
+        i = i % len(self)
+        if i not in self._cache:
+            self._cache[i] = distribution(self._logits[i], self._sampling)
+        return self._cache[i]
+
+
+class Speculator:
+    """Owns the drafting state of one target (and optional draft) across answers."""
+
+    def __init__(self, target: ModelRunner, draft: ModelRunner | None = None, costs: CostModel | None = None):
+        self.target = target
+        self.draft_runner = draft
+        self.draft_model = DraftModelDrafter(draft) if draft else None
+        self.lookup = LookupDrafter()
+        self.costs = costs or self.calibrate()
+        self.trackers: dict[str, AcceptanceTracker] = {}
+
+    def calibrate(self) -> CostModel:
+        """Time target decodes of a few widths and one draft step (about a second on a CPU)."""
+        verify = {n: self.target.time_decode(n, repeats=2) for n in CALIBRATION_SIZES}
+        draft_step = self.draft_runner.time_decode(1, repeats=2) if self.draft_runner else None
+        return CostModel(verify, draft_step)
+
+    def tracker(self, key: str) -> AcceptanceTracker:
+        return self.trackers.setdefault(key, AcceptanceTracker())
+
+    # -- one answer ------------------------------------------------------------------------
+
+    def stream(
+        self,
+        prompt: Sequence[int],
+        sampling: SamplingParams,
+        spec: SpecParams,
+        cancel: threading.Event | None = None,
+        stats: AnswerStats | None = None,
+        t_request: float | None = None,
+    ) -> Iterator[Event]:
+        t_start = t_request or time.perf_counter()
+        stats = stats or AnswerStats()
+        stats.backend = self.target.backend
+        rng = make_rng(sampling.seed)
+        runners = [r for r in (self.target, self.draft_runner) if r is not None]
+        for r in runners:
+            r.cancel_event = cancel
+        text = TextStream(sampling.stop)
+        committed = list(prompt)
+        sources: Counter = Counter()
+        finish, error = None, None
+        t_gen = time.perf_counter()
+        try:
+            if len(prompt) >= self.target.n_ctx:
+                raise ContextFullError(
+                    f"The prompt is {len(prompt):,} tokens; the context holds {self.target.n_ctx:,}."
+                )
+            stats.n_prompt_tokens = len(prompt)
+            stats.n_prompt_evaluated = len(prompt) - min(common_prefix(self.target.cached, prompt), len(prompt) - 1)
+            self.target.eval(prompt[:-1], 0)
+            t_gen = time.perf_counter()
+            stats.prompt_s = t_gen - t_start
+            while finish is None:
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled()
+                room = self.target.n_ctx - len(committed)
+                if room <= 0:
+                    finish = FinishReason.CONTEXT
+                    break
+                k_cap = min(spec.max_draft_length, room - 1, sampling.max_tokens - stats.n_tokens - 1)
+                draft = self._draft(committed, k_cap, sampling, spec, rng)
+                t0 = time.perf_counter()
+                logits = self.target.eval(committed + draft.tokens, len(draft) + 1)
+                t1 = time.perf_counter()
+                verdict = self._verify(logits, draft, sampling, rng)
+                t2 = time.perf_counter()
+                self.costs.observe_verify(len(draft) + 1, t1 - t0)
+                self._learn(draft, verdict)
+                stats.t_draft += draft.seconds
+                stats.t_verify += t1 - t0
+                stats.t_sample += t2 - t1
+                stats.record_round(draft.drafter, draft.k, len(draft), verdict.n_accepted)
+                yield RoundEvent(
+                    draft.drafter, draft.k, len(draft), verdict.n_accepted, draft.seconds, t1 - t0, t2 - t1
+                )
+                new = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
+                origin = [draft.source] * verdict.n_accepted + [TokenSource.TARGET]
+                for token, source in zip(new, origin, strict=True):
+                    if self.target.is_eog(token):
+                        finish = FinishReason.STOP
+                        break
+                    committed.append(token)
+                    stats.n_tokens += 1
+                    sources[source.value] += 1
+                    for piece in text.push(token, self.target.piece(token), source):
+                        if not stats.ttft_s:
+                            stats.ttft_s = time.perf_counter() - t_start
+                        yield TokenEvent(piece.token, piece.text, piece.source)
+                    if text.stopped:
+                        finish = FinishReason.STOP
+                        break
+                    if stats.n_tokens >= sampling.max_tokens:
+                        finish = FinishReason.LENGTH
+                        break
+        except Cancelled:
+            finish = FinishReason.CANCELLED
+        except ContextFullError as e:
+            finish, error = FinishReason.CONTEXT, e.user_message()
+        except EngineError as e:
+            finish, error = FinishReason.ERROR, e.user_message()
+        finally:
+            for r in runners:
+                r.cancel_event = None
+        for piece in text.finish():
+            yield TokenEvent(piece.token, piece.text, piece.source)
+        stats.gen_s = time.perf_counter() - t_gen
+        stats.target_step_s = self.costs.step_s  # after this answer's own plain steps updated it
+        stats.count_sources(sources)
+        yield DoneEvent(finish, stats, text.text, error)
+
+    # -- the parts of a round ----------------------------------------------------------------
+
+    def _draft(self, committed: list[int], k_cap: int, sampling: SamplingParams, spec: SpecParams, rng) -> Draft:
+        mode = spec.mode
+        if k_cap < 1 or mode == DrafterMode.OFF:
+            return NO_DRAFT
+        options: dict[str, tuple[float, int]] = {}
+        lookup_tokens: list[int] = []
+        if mode in (DrafterMode.AUTO, DrafterMode.LOOKUP, DrafterMode.BOTH):
+            lookup_tokens = self.lookup.candidates(committed, k_cap)
+            if lookup_tokens:
+                options["lookup"] = (self.tracker(self._lookup_key()).rate, len(lookup_tokens))
+        wants_model = mode in (DrafterMode.AUTO, DrafterMode.DRAFT_MODEL) or (
+            mode == DrafterMode.BOTH and not lookup_tokens
+        )
+        if self.draft_model is not None and wants_model:
+            options["draft"] = (self.tracker("draft").rate, k_cap)
+        if not options:
+            return NO_DRAFT
+        if spec.draft_length is not None:
+            options = {name: (rate, min(spec.draft_length, k_max)) for name, (rate, k_max) in options.items()}
+        choice = best_choice(
+            self.costs, options, allow_none=mode == DrafterMode.AUTO, fixed_k=spec.draft_length is not None
+        )
+        if choice.drafter == "lookup":
+            return Draft("lookup", choice.k, lookup_tokens[: choice.k], [None] * choice.k)
+        if choice.drafter == "draft":
+            p_min = spec.draft_p_min if spec.draft_p_min is not None else draft_confidence_floor(self.costs, choice.k)
+            draft = self.draft_model.propose(committed, choice.k, sampling, rng, p_min)
+            self.costs.observe_draft_step(draft.seconds / max(draft.n_steps, 1))
+            return draft
+        return NO_DRAFT
+
+    def _lookup_key(self) -> str:
+        return f"lookup:{min(self.lookup.last_match_size, 3)}"
+
+    @staticmethod
+    def _verify(logits: np.ndarray, draft: Draft, sampling: SamplingParams, rng) -> Verdict:
+        if sampling.greedy:
+            return verify_greedy(np.argmax(logits, axis=1).tolist(), draft.tokens)
+        return verify_sampled(_TargetRows(logits, sampling), draft.tokens, draft.p_draft, rng)
+
+    def _learn(self, draft: Draft, verdict: Verdict) -> None:
+        for tracker in self.trackers.values():
+            tracker.decay()
+        if draft.drafter == "lookup":
+            self.tracker(self._lookup_key()).observe(len(draft), verdict.n_accepted)
+        elif draft.drafter == "draft":
+            self.tracker("draft").observe(len(draft), verdict.n_accepted)

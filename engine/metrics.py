@@ -1,0 +1,101 @@
+"""Per-answer statistics: what speculation did and what it was worth."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class AnswerStats:
+    n_prompt_tokens: int = 0  # tokens in the formatted conversation
+    n_prompt_evaluated: int = 0  # of those, evaluated now (the rest came from the KV cache)
+    n_history_dropped: int = 0  # messages dropped from the front to fit the context
+    n_tokens: int = 0  # tokens in the answer
+    n_rounds: int = 0  # verification rounds (plain steps count as rounds with nothing drafted)
+    n_drafted: int = 0
+    n_accepted: int = 0
+    accepted_hist: dict[int, int] = field(default_factory=dict)  # accepted length -> rounds, drafted rounds only
+    rounds: list[tuple[str, int, int, int]] = field(default_factory=list)  # (drafter, k, drafted, accepted)
+    tokens_by_source: dict[str, int] = field(default_factory=dict)
+    ttft_s: float = 0.0  # request to first token shown
+    prompt_s: float = 0.0  # prompt evaluation
+    gen_s: float = 0.0  # first round to last, all decoding after the prompt
+    t_draft: float = 0.0
+    t_verify: float = 0.0
+    t_sample: float = 0.0
+    target_step_s: float = 0.0  # the target's measured single-token decode time on this machine
+    backend: str = ""
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.n_accepted / self.n_drafted if self.n_drafted else 0.0
+
+    @property
+    def mean_accepted_length(self) -> float:
+        drafted_rounds = sum(self.accepted_hist.values())
+        return self.n_accepted / drafted_rounds if drafted_rounds else 0.0
+
+    @property
+    def prompt_tps(self) -> float:
+        return self.n_prompt_evaluated / self.prompt_s if self.prompt_s > 0 else 0.0
+
+    @property
+    def gen_tps(self) -> float:
+        return self.n_tokens / self.gen_s if self.gen_s > 0 else 0.0
+
+    @property
+    def estimated_speedup(self) -> float:
+        """Plain decoding's estimated time for these tokens over the time they took.
+
+        An estimate: plain decoding is modelled as n_tokens single-token steps at the measured
+        step time. The benchmark measures the real ratio by running plain decoding too.
+        """
+        if self.gen_s <= 0 or self.target_step_s <= 0:
+            return 0.0
+        return self.n_tokens * self.target_step_s / self.gen_s
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["accepted_hist"] = {str(k): v for k, v in sorted(self.accepted_hist.items())}
+        d.update(
+            acceptance_rate=self.acceptance_rate,
+            mean_accepted_length=self.mean_accepted_length,
+            prompt_tps=self.prompt_tps,
+            gen_tps=self.gen_tps,
+            estimated_speedup=self.estimated_speedup,
+        )
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AnswerStats:
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        known["accepted_hist"] = {int(k): v for k, v in known.get("accepted_hist", {}).items()}
+        known["rounds"] = [tuple(r) for r in known.get("rounds", [])]
+        return cls(**known)
+
+    def record_round(self, drafter: str, k: int, n_drafted: int, n_accepted: int) -> None:
+        self.n_rounds += 1
+        self.n_drafted += n_drafted
+        self.n_accepted += n_accepted
+        self.rounds.append((drafter, k, n_drafted, n_accepted))
+        if n_drafted:
+            self.accepted_hist[n_accepted] = self.accepted_hist.get(n_accepted, 0) + 1
+
+    def count_sources(self, sources: Counter) -> None:
+        self.tokens_by_source = dict(sources)
+
+    def summary(self) -> str:
+        """One line for the terminal and the status bar."""
+        parts = [
+            f"{self.n_tokens} tokens",
+            f"{self.gen_tps:.1f} tok/s",
+            f"TTFT {self.ttft_s * 1000:.0f} ms",
+        ]
+        if self.n_drafted:
+            parts.append(f"accepted {self.n_accepted}/{self.n_drafted} ({self.acceptance_rate:.0%})")
+            parts.append(f"mean accepted {self.mean_accepted_length:.2f}/round")
+        parts.append(f"speedup ~{self.estimated_speedup:.2f}x (est.)")
+        if self.n_prompt_tokens:
+            parts.append(f"prompt {self.n_prompt_evaluated}/{self.n_prompt_tokens} evaluated")
+        return " · ".join(parts)

@@ -1,0 +1,24 @@
+"""Where Specula keeps models and data (platformdirs), overridable with SPECULA_HOME."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "Specula"
+
+
+def data_dir() -> Path:
+    """Root of everything Specula writes: models/, chats.sqlite3, settings."""
+    override = os.environ.get("SPECULA_HOME")
+    root = Path(override) if override else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def models_dir() -> Path:
+    path = data_dir() / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

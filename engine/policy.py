@@ -1,0 +1,130 @@
+"""Choosing, before each round, which drafter to use and how many tokens to draft.
+
+The choice maximises expected tokens per second from two measured things: what a decode of n
+tokens costs on this machine (calibrated at load, then updated from every real step), and how
+often each drafter's tokens are accepted (tracked online with a short memory). When nothing
+pays, it drafts nothing and the round is a plain decoding step: on a CPU where verifying k
+tokens costs nearly k single steps, that is the honest answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+EMA = 0.25  # weight of a new timing observation
+MEMORY = 0.85  # per-round decay of acceptance counts: about the last dozen rounds matter
+
+
+class CostModel:
+    """Seconds for one target decode of n tokens, and one draft-model step."""
+
+    def __init__(self, verify_s: dict[int, float], draft_step_s: float | None = None):
+        assert 1 in verify_s, "the single-token step must be measured"
+        self._verify = dict(verify_s)
+        self.draft_step_s = draft_step_s
+
+    @property
+    def step_s(self) -> float:
+        """The target's single-token step: what plain decoding pays per token."""
+        return self._verify[1]
+
+    def verify_s(self, n: int) -> float:
+        if n in self._verify:
+            return self._verify[n]
+        ns = np.array(sorted(self._verify))
+        ts = np.array([self._verify[k] for k in ns])
+        if n < ns[-1]:
+            return float(np.interp(n, ns, ts))
+        if len(ns) == 1:
+            return float(ts[0] * n)  # nothing better known: assume linear cost
+        slope = (ts[-1] - ts[-2]) / (ns[-1] - ns[-2])
+        return float(ts[-1] + slope * (n - ns[-1]))
+
+    def observe_verify(self, n: int, seconds: float) -> None:
+        old = self._verify.get(n)
+        self._verify[n] = seconds if old is None else (1 - EMA) * old + EMA * seconds
+
+    def observe_draft_step(self, seconds: float) -> None:
+        old = self.draft_step_s
+        self.draft_step_s = seconds if old is None else (1 - EMA) * old + EMA * seconds
+
+    def as_dict(self) -> dict:
+        return {"verify_s": dict(sorted(self._verify.items())), "draft_step_s": self.draft_step_s}
+
+
+class AcceptanceTracker:
+    """Per-token acceptance probability of one drafter, with a short, decaying memory.
+
+    A round that drafted d tokens and kept a < d saw a accepts and one rejection; a round that
+    kept all d saw d accepts. Counts decay every round, so the estimate returns to the prior
+    when a drafter has not been tried for a while and it gets tried again.
+    """
+
+    def __init__(self, prior: float = 0.5, prior_weight: float = 2.0):
+        self.prior, self.prior_weight = prior, prior_weight
+        self.accepts = 0.0
+        self.rejects = 0.0
+
+    @property
+    def rate(self) -> float:
+        a = self.accepts + self.prior * self.prior_weight
+        return a / (self.accepts + self.rejects + self.prior_weight)
+
+    def observe(self, n_drafted: int, n_accepted: int) -> None:
+        self.accepts += n_accepted
+        self.rejects += 1 if n_accepted < n_drafted else 0
+
+    def decay(self) -> None:
+        self.accepts *= MEMORY
+        self.rejects *= MEMORY
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    """Tokens a round yields with k drafts each accepted with probability alpha (plus the target's own)."""
+    if alpha >= 1.0:
+        return k + 1.0
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+@dataclass(frozen=True)
+class Choice:
+    drafter: str  # "none", "lookup", "draft"
+    k: int
+    expected_tps: float
+
+
+def best_choice(
+    costs: CostModel,
+    options: dict[str, tuple[float, int]],
+    allow_none: bool = True,
+    fixed_k: bool = False,
+) -> Choice:
+    """The drafter and k with the highest expected tokens/s.
+
+    options maps drafter name -> (acceptance rate, largest k it can offer now); a drafter's
+    per-token cost is the draft step for "draft" and ~0 for "lookup". allow_none=False is for a
+    user who chose a drafter: then only its k adapts, and "none" is the answer only when no
+    drafter can offer anything this round. fixed_k: each drafter offers exactly its k_max.
+    """
+    best = Choice("none", 0, 1.0 / costs.step_s if allow_none else 0.0)
+    for name, (alpha, k_max) in options.items():
+        per_token = (costs.draft_step_s or costs.step_s) if name == "draft" else 0.0
+        for k in [k_max] if fixed_k else range(1, k_max + 1):
+            tps = expected_tokens(alpha, k) / (k * per_token + costs.verify_s(k + 1))
+            if tps > best.expected_tps:
+                best = Choice(name, k, tps)
+    return best
+
+
+def draft_confidence_floor(costs: CostModel, k: int) -> float:
+    """The draft model's adaptive p_min: stop drafting when one more token is not worth its cost.
+
+    One more draft token costs a draft step plus the extra verification width; it is worth a
+    plain target step if accepted. Its draft probability stands in for the acceptance chance.
+    """
+    if costs.draft_step_s is None:
+        return 0.5
+    marginal = costs.draft_step_s + costs.verify_s(k + 2) - costs.verify_s(k + 1)
+    return float(np.clip(marginal / costs.step_s, 0.2, 0.95))

@@ -1,0 +1,247 @@
+"""One GGUF model and its llama.cpp context: tokenize, decode with KV reuse, read logits.
+
+The runner keeps the list of tokens its KV cache holds, so callers just say "evaluate this
+sequence": the common prefix with the cache is reused, anything after it is removed, and only
+the new tokens are decoded. That single rule serves prompt prefill, follow-up turns, draft
+steps, rolling back rejected drafts and editing an earlier message.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import llama_cpp
+import numpy as np
+
+from engine import llama_log
+from engine.config import ModelSpec
+from engine.errors import ContextFullError, DecodeError, ModelLoadError
+from engine.gguf import GGUFInfo, read_header
+
+_backend_ready = False
+
+
+class Cancelled(Exception):
+    """Decoding was stopped by the cancel flag; the KV cache is consistent."""
+
+
+def default_threads() -> int:
+    """Physical cores, roughly: llama.cpp gains nothing from hyperthreads."""
+    try:
+        logical = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        logical = os.cpu_count() or 1
+    return logical if logical <= 4 else logical // 2
+
+
+def backend_name() -> str:
+    """The GPU backend this llama.cpp build has, or CPU."""
+    info = llama_cpp.llama_print_system_info().decode(errors="replace").upper()
+    if not llama_cpp.llama_supports_gpu_offload():
+        return "CPU"
+    for name in ("CUDA", "METAL", "VULKAN", "HIP", "SYCL"):
+        if name in info:
+            return "Metal" if name == "METAL" else name
+    return "GPU"
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    if list(a[:n]) == list(b[:n]):
+        return n
+    x = np.asarray(a[:n]) != np.asarray(b[:n])
+    return int(np.argmax(x))
+
+
+class ModelRunner:
+    """A loaded model with one sequence of KV cache. Not thread-safe: one owner thread."""
+
+    def __init__(self, spec: ModelSpec, progress: Callable[[float], None] | None = None):
+        global _backend_ready
+        llama_log.install()
+        if not _backend_ready:
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+        self.spec = spec
+        self.info: GGUFInfo = read_header(spec.path)  # clear errors for non-GGUF / truncated files
+        self.cancel_event: threading.Event | None = None
+        self._model = None
+        self._ctx = None
+        self._batch = None
+        mark = llama_log.mark()
+
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = 0x7FFFFFFF if spec.n_gpu_layers < 0 else spec.n_gpu_layers
+        if progress is not None:
+            # Keep the ctypes callback alive as long as the load runs.
+            self._progress_cb = llama_cpp.llama_progress_callback(lambda p, _d: bool(progress(p)) or True)
+            mparams.progress_callback = self._progress_cb
+        self._model = llama_cpp.llama_model_load_from_file(os.fsencode(spec.path), mparams)
+        if not self._model:
+            reason = llama_log.errors_since(mark) or "llama.cpp could not load it"
+            raise ModelLoadError(f"Could not load {os.path.basename(spec.path)}: {reason}.")
+        self.vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self._model)
+
+        self.n_threads = spec.n_threads or default_threads()
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = spec.n_ctx
+        cparams.n_batch = spec.n_batch
+        cparams.n_ubatch = spec.n_batch
+        cparams.n_seq_max = 1
+        cparams.n_threads = self.n_threads
+        cparams.n_threads_batch = self.n_threads
+        # Checked by llama.cpp between graph nodes: a cancel interrupts even a long prompt.
+        self._abort_cb = ggml_abort = llama_cpp.ggml_abort_callback(self._should_abort)
+        cparams.abort_callback = ggml_abort
+        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
+        if not self._ctx:
+            reason = llama_log.errors_since(mark) or "out of memory?"
+            self.close()
+            raise ModelLoadError(
+                f"Could not create a {spec.n_ctx}-token context for {os.path.basename(spec.path)}: {reason}."
+            )
+        self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(spec.n_batch, 0, 1)
+        offload = llama_log.offloaded_layers(mark)
+        self.gpu_layers = offload[0] if offload else 0
+        self.n_layers = llama_cpp.llama_model_n_layer(self._model)
+        self.backend = backend_name() if self.gpu_layers else "CPU"
+        self.cached: list[int] = []  # tokens whose K/V the context holds, positions 0..n-1
+        self.eog_ids = frozenset(t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self.vocab, t))
+        self.bos_id = llama_cpp.llama_vocab_bos(self.vocab)
+        self.n_decoded = 0  # tokens decoded over this runner's life (for profiling)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+        if self._ctx:
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+        if self._model:
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self):
+        self.close()
+
+    @property
+    def model_bytes(self) -> int:
+        return int(llama_cpp.llama_model_size(self._model)) if self._model else 0
+
+    @property
+    def context_bytes(self) -> int:
+        return int(llama_cpp.llama_state_get_size(self._ctx)) if self._ctx else 0
+
+    def _should_abort(self, _data) -> bool:
+        return self.cancel_event is not None and self.cancel_event.is_set()
+
+    # -- text ------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        """Tokenize formatted chat text: special tokens (<|im_start|>) parsed, BOS added once."""
+        data = text.encode("utf-8")
+        buf = (llama_cpp.llama_token * (len(data) + 8))()
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, len(buf), True, special)
+        if n < 0:
+            buf = (llama_cpp.llama_token * -n)()
+            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, len(buf), True, special)
+        tokens = list(buf[:n])
+        if len(tokens) >= 2 and tokens[0] == tokens[1] == self.bos_id:
+            tokens.pop(0)  # the chat template already wrote the BOS text
+        return tokens
+
+    def piece(self, token: int) -> bytes:
+        """The bytes of one token (special tokens render as nothing)."""
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
+        return buf.raw[:n]
+
+    def token_text(self, token: int) -> str:
+        """The vocabulary's text for a token id, as stored (for compatibility checks)."""
+        return llama_cpp.llama_vocab_get_text(self.vocab, token).decode("utf-8", errors="surrogateescape")
+
+    def is_eog(self, token: int) -> bool:
+        return token in self.eog_ids
+
+    # -- decoding --------------------------------------------------------------------------
+
+    def truncate(self, n: int) -> None:
+        """Forget everything from position n on."""
+        if n < len(self.cached):
+            llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1)
+            del self.cached[n:]
+
+    def reset(self) -> None:
+        self.truncate(0)
+
+    def eval(self, tokens: Sequence[int], n_logits: int = 1) -> np.ndarray | None:
+        """Make the cache hold `tokens` and return the logits of the last n_logits positions.
+
+        The result has shape (n_logits, n_vocab) and is a view into llama.cpp's buffer: valid
+        until the next eval. Raises ContextFullError, DecodeError, or Cancelled; in every case
+        the cache still matches self.cached.
+        """
+        n = len(tokens)
+        if n > self.n_ctx:
+            raise ContextFullError(f"The conversation needs {n} tokens but the context holds {self.n_ctx}.")
+        keep = min(common_prefix(self.cached, tokens), n - n_logits)
+        self.truncate(keep)
+        head_end = n - n_logits
+        for start in range(keep, head_end, self.spec.n_batch):  # prefill without logits
+            self._decode(tokens, start, min(start + self.spec.n_batch, head_end), want_logits=False)
+        if n_logits == 0:
+            return None
+        self._decode(tokens, head_end, n, want_logits=True)
+        ptr = llama_cpp.llama_get_logits(self._ctx)
+        return np.ctypeslib.as_array(ptr, shape=(n_logits, self.n_vocab))
+
+    def _decode(self, tokens: Sequence[int], start: int, end: int, want_logits: bool) -> None:
+        if self.cancel_event is not None and self.cancel_event.is_set():
+            raise Cancelled()
+        batch = self._batch
+        count = end - start
+        for i in range(count):
+            batch.token[i] = tokens[start + i]
+            batch.pos[i] = start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = want_logits
+        batch.n_tokens = count
+        rc = llama_cpp.llama_decode(self._ctx, batch)
+        if rc != 0:
+            # Drop whatever a failed or aborted call left behind, so the cache matches self.cached.
+            llama_cpp.llama_memory_seq_rm(self._mem, 0, len(self.cached), -1)
+            if rc == 2:
+                raise Cancelled()
+            if rc == 1:
+                raise ContextFullError(f"No room in the {self.n_ctx}-token context for {count} more tokens.")
+            raise DecodeError(f"llama_decode failed (code {rc}) at position {start}.")
+        self.cached.extend(tokens[start:end])
+        self.n_decoded += count
+
+    def time_decode(self, n_tokens: int, repeats: int = 2) -> float:
+        """Median seconds for one decode of n_tokens after a 48-token context (calibration)."""
+        batch = [min(1000 + i, self.n_vocab - 1) for i in range(48 + n_tokens)]
+        context = batch[:48]
+        self.eval(batch, n_tokens)  # warm-up: the first call of a size allocates
+        times = []
+        for _ in range(repeats):
+            self.eval(context, 0)
+            t0 = time.perf_counter()
+            self.eval(batch, n_tokens)
+            times.append(time.perf_counter() - t0)
+        self.reset()
+        return float(np.median(times))

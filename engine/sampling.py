@@ -1,0 +1,111 @@
+"""Logits to probabilities under the sampling settings, and drawing from them. Pure numpy.
+
+The processing order follows llama.cpp's default chain (top-k, top-p, min-p, then
+temperature), so a user moving from llama.cpp sees the same behaviour. The target and the draft
+go through exactly this function, which is what makes rejection sampling lossless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.config import SamplingParams
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A probability distribution over a candidate set of token ids (the rest has probability 0).
+
+    ids are ordered by decreasing probability; probs sum to 1.
+    """
+
+    ids: np.ndarray  # int64
+    probs: np.ndarray  # float64
+
+    @staticmethod
+    def point(token: int) -> Distribution:
+        return Distribution(np.array([token], dtype=np.int64), np.array([1.0]))
+
+    @property
+    def top(self) -> int:
+        return int(self.ids[0])
+
+    @property
+    def top_prob(self) -> float:
+        return float(self.probs[0])
+
+    def prob_of(self, token: int) -> float:
+        hit = np.flatnonzero(self.ids == token)
+        return float(self.probs[hit[0]]) if hit.size else 0.0
+
+    def probs_at(self, ids: np.ndarray) -> np.ndarray:
+        """Probabilities of arbitrary ids (0 outside the candidate set)."""
+        order = np.argsort(self.ids)
+        sorted_ids = self.ids[order]
+        pos = np.searchsorted(sorted_ids, ids)
+        pos = np.minimum(pos, len(sorted_ids) - 1)
+        found = sorted_ids[pos] == ids
+        return np.where(found, self.probs[order][pos], 0.0)
+
+    def sample(self, rng: np.random.Generator) -> int:
+        if len(self.ids) == 1:
+            return int(self.ids[0])
+        cdf = np.cumsum(self.probs)
+        i = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+        return int(self.ids[min(i, len(self.ids) - 1)])
+
+
+def greedy_token(logits: np.ndarray) -> int:
+    """Argmax straight from the logits row: no softmax, no copy."""
+    return int(np.argmax(logits))
+
+
+def distribution(logits: np.ndarray, params: SamplingParams) -> Distribution:
+    """The distribution the next token is drawn from. Greedy is a point mass on the argmax."""
+    if params.greedy:
+        return Distribution.point(greedy_token(logits))
+    n_vocab = logits.shape[-1]
+    # Candidate set: top-k first, because it is the cheap O(n) cut that makes the rest small.
+    if 0 < params.top_k < n_vocab:
+        ids = np.argpartition(logits, n_vocab - params.top_k)[n_vocab - params.top_k :]
+    else:
+        ids = np.arange(n_vocab)
+    raw = logits[ids].astype(np.float64)
+    p = np.exp(raw - raw.max())
+    p /= p.sum()
+    # min-p keeps tokens at least min_p times as likely as the best: a ratio, so it is the same
+    # before or after the renormalisations around it. Applying it first shrinks the sort below.
+    if params.min_p > 0.0:
+        keep = p >= params.min_p * p.max()
+        ids, raw, p = ids[keep], raw[keep], p[keep]
+    order = np.argsort(-p, kind="stable")
+    ids, raw, p = ids[order], raw[order], p[order]
+    if params.top_p < 1.0:
+        # Smallest prefix whose mass (measured over the top-k set, as llama.cpp does) reaches top_p.
+        n_keep = int(np.searchsorted(np.cumsum(p), params.top_p - 1e-9, side="left")) + 1
+        ids, raw = ids[:n_keep], raw[:n_keep]
+    scaled = raw / params.temperature
+    probs = np.exp(scaled - scaled.max())
+    probs /= probs.sum()
+    return Distribution(ids.astype(np.int64), probs)
+
+
+def residual(p_target: Distribution, p_draft: Distribution) -> Distribution | None:
+    """normalize(max(p_target - p_draft, 0)): where a rejected draft token sends the sample.
+
+    None when the two are equal (nothing left over); the caller then samples p_target.
+    """
+    left = np.maximum(p_target.probs - p_draft.probs_at(p_target.ids), 0.0)
+    total = left.sum()
+    if total <= 1e-12:
+        return None
+    keep = left > 0
+    ids, probs = p_target.ids[keep], left[keep] / total
+    order = np.argsort(-probs, kind="stable")
+    return Distribution(ids[order], probs[order])
+
+
+def make_rng(seed: int | None) -> np.random.Generator:
+    return np.random.default_rng(seed)

@@ -1,0 +1,47 @@
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+
+from engine.config import ModelSpec  # noqa: E402
+from tests import models  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    return str(models.smollm2())
+
+
+@pytest.fixture(scope="session")
+def qwen_paths():
+    target, draft = models.qwen_pair()
+    return str(target), str(draft)
+
+
+@pytest.fixture(scope="session")
+def small_engine(smollm2_path):
+    """SmolLM2 as its own draft: fast, and every greedy draft token should be accepted."""
+    from engine.engine import Engine
+
+    spec = ModelSpec(smollm2_path, n_ctx=2048)
+    engine = Engine(spec, spec)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="session")
+def qwen_engine(qwen_paths):
+    from engine.engine import Engine
+
+    target, draft = qwen_paths
+    engine = Engine(ModelSpec(target, n_ctx=4096), ModelSpec(draft, n_ctx=4096))
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+def isolated_home(tmp_path, monkeypatch):
+    """A fresh Specula data folder (models, chats, settings) for one test."""
+    monkeypatch.setenv("SPECULA_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"

@@ -1,0 +1,217 @@
+"""The engine on real GGUF files through the real llama-cpp-python."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from engine.config import ChatMessage, DrafterMode, SamplingParams, SpecParams, TokenSource
+from engine.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=48)
+ASK = [ChatMessage("user", "List the first ten prime numbers, separated by commas.")]
+
+
+def run(engine, messages=ASK, sampling=GREEDY, spec=SpecParams(), cancel=None):
+    tokens, rounds, done = [], [], None
+    for event in engine.chat(messages, sampling, spec, cancel):
+        if isinstance(event, TokenEvent):
+            tokens.append(event)
+        elif isinstance(event, RoundEvent):
+            rounds.append(event)
+        else:
+            assert isinstance(event, DoneEvent) and done is None
+            done = event
+    assert done is not None, "every answer ends with exactly one DoneEvent"
+    assert "".join(t.text for t in tokens) == done.text
+    return tokens, rounds, done
+
+
+class ArgmaxRecorder:
+    """Wraps the target's eval to record the argmax of every row the target computes."""
+
+    def __init__(self, runner):
+        self.runner, self.rows = runner, []
+        self._eval = runner.eval
+
+    def __call__(self, tokens, n_logits=1):
+        logits = self._eval(tokens, n_logits)
+        if logits is not None:
+            self.rows.append((list(tokens[len(tokens) - n_logits + 1 :]), np.argmax(logits, axis=1).tolist()))
+        return logits
+
+
+def test_target_as_its_own_draft_accepts_essentially_everything(small_engine):
+    _, rounds, done = run(small_engine, spec=SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4, draft_p_min=0.0))
+    assert done.finish_reason in (FinishReason.STOP, FinishReason.LENGTH)
+    assert done.stats.n_drafted >= 20
+    # Batched and single-token evaluation round differently; near-ties may flip a rare token.
+    assert done.stats.acceptance_rate >= 0.9
+    assert any(r.n_accepted == 4 for r in rounds)
+
+
+def test_greedy_speculation_emits_the_targets_argmax_at_every_position(small_engine, monkeypatch):
+    recorder = ArgmaxRecorder(small_engine.target)
+    monkeypatch.setattr(small_engine.target, "eval", recorder)
+    tokens, rounds, done = run(small_engine, spec=SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=3))
+    monkeypatch.undo()
+    verify_rows = [r for r in recorder.rows if len(r[1]) >= 1][-len(rounds):]
+    emitted = [t.token for t in tokens]
+    produced = []
+    for (drafts, argmax), rnd in zip(verify_rows, rounds, strict=True):
+        assert drafts[: rnd.n_accepted] == argmax[: rnd.n_accepted], "an accepted draft differs from the argmax"
+        produced += argmax[: rnd.n_accepted + 1]
+    # Every emitted token is the argmax of the verification row at its position.
+    assert emitted == produced[: len(emitted)]
+
+
+def test_greedy_speculation_matches_plain_decoding(small_engine):
+    _, _, plain = run(small_engine, spec=SpecParams(mode=DrafterMode.OFF))
+    _, _, spec = run(small_engine, spec=SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4))
+    assert plain.stats.n_drafted == 0 and spec.stats.n_drafted > 0
+    assert spec.text == plain.text
+
+
+def test_token_sources_are_reported(small_engine):
+    tokens, _, done = run(small_engine, spec=SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4))
+    sources = {t.source for t in tokens}
+    assert TokenSource.DRAFT_MODEL in sources and TokenSource.TARGET in sources
+    assert sum(done.stats.tokens_by_source.values()) == done.stats.n_tokens
+
+
+def test_eos_inside_a_draft_ends_the_answer_there(small_engine, monkeypatch):
+    drafts = []
+    propose = small_engine.speculator.draft_model.propose
+
+    def recording_propose(*args, **kwargs):
+        d = propose(*args, **kwargs)
+        drafts.append(list(d.tokens))
+        return d
+
+    monkeypatch.setattr(small_engine.speculator.draft_model, "propose", recording_propose)
+    messages = [ChatMessage("user", "Reply with just the word yes.")]
+    spec = SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=8, draft_p_min=0.0)
+    tokens, rounds, done = run(small_engine, messages, SamplingParams(temperature=0.0, max_tokens=64), spec)
+    eog = small_engine.target.eog_ids
+    assert done.finish_reason == FinishReason.STOP
+    assert any(t in eog for d in drafts for t in d), "the draft model should have drafted the EOS"
+    assert not any(t.token in eog for t in tokens)
+    assert len(tokens) < 64
+    _, _, plain = run(small_engine, messages, SamplingParams(temperature=0.0, max_tokens=64), SpecParams(mode=DrafterMode.OFF))
+    assert done.text == plain.text
+
+
+def test_cancel_mid_answer_then_answer_again(small_engine):
+    cancel = threading.Event()
+    seen = 0
+    done = None
+    for event in small_engine.chat(ASK, SamplingParams(temperature=0.0, max_tokens=200), SpecParams(), cancel):
+        if isinstance(event, TokenEvent):
+            seen += 1
+            if seen == 5:
+                cancel.set()
+        elif isinstance(event, DoneEvent):
+            done = event
+    assert done.finish_reason == FinishReason.CANCELLED
+    assert done.stats.n_tokens <= 5 + SpecParams().max_draft_length  # the round in flight, at most
+    # The caches are consistent: the next answer is the same as an uninterrupted one.
+    _, _, again = run(small_engine)
+    small_engine.reset_cache()
+    _, _, fresh = run(small_engine)
+    assert again.text == fresh.text and again.finish_reason != FinishReason.CANCELLED
+
+
+def test_follow_up_turn_reuses_the_cache(small_engine):
+    _, _, first = run(small_engine)
+    follow = [*ASK, ChatMessage("assistant", first.text), ChatMessage("user", "Now the next five.")]
+    _, _, second = run(small_engine, follow)
+    assert second.stats.n_prompt_evaluated < second.stats.n_prompt_tokens / 2
+
+
+def test_stop_strings_cut_the_answer(small_engine):
+    _, _, plain = run(small_engine)
+    middle = len(plain.text) // 2
+    stop = plain.text[middle : middle + 3]  # spans token boundaries more often than not
+    cut = plain.text.index(stop)
+    _, _, stopped = run(small_engine, sampling=GREEDY.with_(stop=(stop,)))
+    assert stopped.finish_reason == FinishReason.STOP and stopped.text == plain.text[:cut]
+
+
+def test_max_tokens_ends_with_length(small_engine):
+    tokens, _, done = run(small_engine, sampling=GREEDY.with_(max_tokens=7))
+    assert done.finish_reason == FinishReason.LENGTH and done.stats.n_tokens == 7
+
+
+def test_sampled_answers_are_reproducible_with_a_seed(small_engine):
+    sampling = SamplingParams(temperature=0.9, seed=42, max_tokens=32)
+    spec = SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=3)
+    _, _, a = run(small_engine, sampling=sampling, spec=spec)
+    _, _, b = run(small_engine, sampling=sampling, spec=spec)
+    assert a.text == b.text and a.stats.n_drafted > 0
+
+
+def test_statistics_are_filled_in(small_engine):
+    _, rounds, done = run(small_engine, spec=SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4))
+    s = done.stats
+    assert s.n_rounds == len(rounds) and s.n_drafted == sum(r.n_drafted for r in rounds)
+    assert s.n_accepted == sum(r.n_accepted for r in rounds)
+    assert sum(s.accepted_hist.values()) == sum(1 for r in rounds if r.n_drafted)
+    assert s.ttft_s > 0 and s.gen_tps > 0 and s.prompt_s > 0 and s.target_step_s > 0
+    assert 0 < s.estimated_speedup < 10
+    assert s.t_draft > 0 and s.t_verify > 0
+    assert s.mean_accepted_length == pytest.approx(s.n_accepted / sum(s.accepted_hist.values()))
+
+
+def test_a_prompt_longer_than_the_context_is_refused_clearly(smollm2_path):
+    from engine.config import ModelSpec
+    from engine.engine import Engine
+
+    engine = Engine(ModelSpec(smollm2_path, n_ctx=256))
+    try:
+        _, _, done = run(engine, [ChatMessage("user", "word " * 600)])
+        assert done.finish_reason == FinishReason.CONTEXT
+        assert "context holds 256" in done.error
+        # Old turns are dropped to make room, and the statistics say so.
+        history = []
+        for i in range(6):
+            history += [ChatMessage("user", f"Question {i}: " + "tell me more " * 12), ChatMessage("assistant", "ok " * 30)]
+        _, _, done = run(engine, [*history, ChatMessage("user", "Last question?")], GREEDY.with_(max_tokens=16))
+        assert done.finish_reason in (FinishReason.STOP, FinishReason.LENGTH)
+        assert done.stats.n_history_dropped > 0
+        # An answer that runs into the end of the context ends with a reason, not an exception.
+        _, _, done = run(engine, [ChatMessage("user", "Count from 1 to 500 " + "please " * 60)],
+                         SamplingParams(temperature=0.0, max_tokens=1000))
+        assert done.finish_reason in (FinishReason.CONTEXT, FinishReason.STOP)
+    finally:
+        engine.close()
+
+
+def test_prompt_lookup_accepts_drafts_on_a_copy_heavy_prompt(qwen_engine):
+    code = (
+        "def total_price(items, tax_rate):\n"
+        "    subtotal = sum(item.price * item.quantity for item in items)\n"
+        "    tax = subtotal * tax_rate\n"
+        "    return round(subtotal + tax, 2)\n"
+    )
+    messages = [ChatMessage("user", f"Rename the function total_price to compute_total. Reply with the code only.\n\n{code}")]
+    spec = SpecParams(mode=DrafterMode.LOOKUP, draft_length=6)
+    tokens, _, done = run(qwen_engine, messages, SamplingParams(temperature=0.0, max_tokens=80), spec)
+    assert "compute_total" in done.text
+    assert done.stats.n_accepted >= 20
+    assert done.stats.acceptance_rate > 0.5
+    assert any(t.source == TokenSource.LOOKUP for t in tokens)
+
+
+def test_chinese_text_streams_intact(qwen_engine):
+    messages = [ChatMessage("user", "用中文写一句关于猫的短句。")]
+    tokens, _, done = run(qwen_engine, messages, SamplingParams(temperature=0.0, max_tokens=40))
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in done.text)
+    assert "\ufffd" not in done.text
+    assert all("\ufffd" not in t.text for t in tokens)
+
+
+def test_qwen_pair_greedy_speculation_with_the_draft_model(qwen_engine):
+    spec = SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4, draft_p_min=0.0)
+    _, _, done = run(qwen_engine, sampling=GREEDY, spec=spec)
+    assert done.stats.n_drafted > 0 and done.stats.acceptance_rate > 0.5
+    assert "2, 3, 5, 7" in done.text

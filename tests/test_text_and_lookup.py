@@ -1,0 +1,117 @@
+"""Prompt lookup, UTF-8 streaming, stop strings, and the cost model (pure, no model)."""
+
+import pytest
+
+from engine.lookup import NgramIndex
+from engine.policy import AcceptanceTracker, CostModel, best_choice, draft_confidence_floor, expected_tokens
+from engine.textstream import TextStream
+
+
+def test_lookup_continues_the_most_recent_occurrence_of_the_longest_ngram():
+    index = NgramIndex(1, 3)
+    history = [1, 2, 3, 4, 5, 9, 2, 3, 7, 1, 2, 3]
+    # "1 2 3" occurred at the start, followed by 4 5 9; "2 3" last occurred followed by 7.
+    assert index.propose(history, 3) == [4, 5, 9]
+    assert index.last_match_size == 3
+
+
+def test_lookup_falls_back_to_shorter_ngrams_and_to_nothing():
+    index = NgramIndex(1, 3)
+    assert index.propose([5, 6, 7, 8, 6], 2) == [7, 8]
+    assert index.last_match_size == 1
+    assert index.propose([1, 2, 3], 2) == []
+    assert index.last_match_size == 0
+
+
+def test_lookup_index_follows_an_edited_history():
+    index = NgramIndex(1, 2)
+    assert index.propose([1, 2, 3, 1], 2) == [2, 3]
+    index.propose([1, 2, 3, 1, 2], 2)  # extension: incremental
+    assert index.propose([9, 8, 7, 9], 2) == [8, 7]  # not an extension: rebuilt
+
+
+def _feed(stream: TextStream, text: str, cut: list[int]) -> str:
+    data, out, pos = text.encode(), [], 0
+    for i, end in enumerate([*cut, len(text.encode())]):
+        out += [p.text for p in stream.push(i, data[pos:end], None)]
+        pos = end
+    out += [p.text for p in stream.finish()]
+    return "".join(out)
+
+
+def test_multibyte_characters_split_across_tokens_come_out_whole():
+    text = "猫は🐈です"
+    data = text.encode()
+    stream = TextStream()
+    pieces = [stream.push(i, data[i : i + 1], None) for i in range(len(data))]
+    texts = [p.text for ps in pieces for p in ps]
+    assert "".join(texts) == text
+    assert all("\ufffd" not in t for t in texts)
+    assert texts[0] == "" and texts[2] == "猫"  # held until the third byte arrives
+
+
+def test_stop_string_is_cut_and_never_shown():
+    stream = TextStream(stop=["</end>"])
+    shown = []
+    for i, chunk in enumerate(["Hello ", "wor", "ld</", "en", "d> more"]):
+        shown += [p.text for p in stream.push(i, chunk.encode(), None)]
+        assert "</" not in "".join(shown)
+        if stream.stopped:
+            break
+    assert stream.stopped and "".join(shown) == "Hello world" == stream.text
+
+
+def test_partial_stop_string_is_released_when_it_turns_out_not_to_be_one():
+    stream = TextStream(stop=["STOP"])
+    shown = [p.text for p in stream.push(0, b"ST", None)]
+    assert shown == []
+    shown += [p.text for p in stream.push(1, b"AR", None)]
+    assert "".join(shown) == "STAR" and not stream.stopped
+
+
+def test_expected_tokens_per_round():
+    assert expected_tokens(0.0, 4) == 1.0
+    assert expected_tokens(1.0, 4) == 5.0
+    assert expected_tokens(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
+
+
+def test_policy_drafts_nothing_when_verification_costs_k_steps():
+    # A CPU where verifying n tokens costs n steps: no drafter below certainty can pay.
+    cpu = CostModel({1: 0.037, 2: 0.074, 4: 0.148, 8: 0.296}, draft_step_s=0.022)
+    choice = best_choice(cpu, {"draft": (0.8, 8), "lookup": (0.8, 8)})
+    assert choice.drafter == "none" and choice.k == 0
+
+
+def test_policy_drafts_long_on_a_gpu_where_width_is_free():
+    gpu = CostModel({1: 0.010, 2: 0.0101, 4: 0.0102, 8: 0.0105}, draft_step_s=0.001)
+    choice = best_choice(gpu, {"draft": (0.8, 16)})
+    assert choice.drafter == "draft" and choice.k >= 4
+
+
+def test_policy_prefers_cheap_lookup_when_it_is_accepted():
+    costs = CostModel({1: 0.037, 2: 0.050, 4: 0.082, 8: 0.180}, draft_step_s=0.022)
+    assert best_choice(costs, {"lookup": (0.9, 8), "draft": (0.9, 8)}).drafter == "lookup"
+    assert best_choice(costs, {"lookup": (0.1, 8)}).drafter == "none"
+
+
+def test_user_chosen_drafter_still_drafts_when_it_does_not_pay():
+    costs = CostModel({1: 0.037, 2: 0.074})
+    choice = best_choice(costs, {"lookup": (0.1, 3)}, allow_none=False, fixed_k=True)
+    assert (choice.drafter, choice.k) == ("lookup", 3)
+
+
+def test_acceptance_tracker_learns_and_forgets():
+    t = AcceptanceTracker(prior=0.5)
+    for _ in range(10):
+        t.observe(4, 4)
+    assert t.rate > 0.9
+    for _ in range(40):
+        t.decay()
+    assert abs(t.rate - 0.5) < 0.1  # back near the prior: worth trying again
+
+
+def test_draft_confidence_floor_is_high_when_drafting_is_costly():
+    cpu = CostModel({1: 0.037, 2: 0.050, 4: 0.082}, draft_step_s=0.022)
+    gpu = CostModel({1: 0.010, 2: 0.0101, 4: 0.0102}, draft_step_s=0.001)
+    assert draft_confidence_floor(cpu, 1) > 0.8
+    assert draft_confidence_floor(gpu, 1) < 0.3

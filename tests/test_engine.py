@@ -10,9 +10,10 @@ from engine.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=48)
 ASK = [ChatMessage("user", "List the first ten prime numbers, separated by commas.")]
+AUTO = SpecParams()
 
 
-def run(engine, messages=ASK, sampling=GREEDY, spec=SpecParams(), cancel=None):
+def run(engine, messages=ASK, sampling=GREEDY, spec=AUTO, cancel=None):
     tokens, rounds, done = [], [], None
     for event in engine.chat(messages, sampling, spec, cancel):
         if isinstance(event, TokenEvent):

@@ -1,0 +1,404 @@
+"""The local model library: every GGUF file Specula can find, described from its header alone.
+
+Sources: the app's models folder, files the user added from anywhere, and GGUF files already on
+disk in the Hugging Face cache and LM Studio's model folders. Headers are read without loading
+a model and remembered by (path, size, mtime), in memory and in a small JSON cache next to the
+library's state, so a rescan costs a few stat calls. Nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from engine.compat import MAX_VOCAB_SIZE_DIFFERENCE, VocabInfo, incompatibility
+from engine.errors import EngineError, ModelFileError
+from engine.gguf import read_header
+from engine.paths import data_dir
+from engine.paths import models_dir as default_models_dir
+
+SOURCES = ("app", "added", "hf-cache", "lmstudio")
+
+# A good draft has 1/5 to 1/30 of the target's parameters; 1/12 is the geometric middle.
+DRAFT_RATIO_RANGE = (1 / 30, 1 / 5)
+_IDEAL_DRAFT_RATIO = math.sqrt(DRAFT_RATIO_RANGE[0] * DRAFT_RATIO_RANGE[1])
+
+_SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+_CACHE_VERSION = 1
+
+
+class LibraryError(EngineError):
+    """The library cannot do what was asked with this file."""
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    path: Path  # for a split model: its first part
+    name: str
+    architecture: str
+    n_params: int
+    quantization: str
+    file_size: int  # all parts together for a split model
+    context_length: int | None
+    vocab_fingerprint: str
+    source: str  # "app", "added", "hf-cache", "lmstudio"
+    removable: bool  # True only for files in the app's models folder
+    family: str = ""  # general.basename, lower case (e.g. "qwen2.5-coder"): drafts rank by it
+    n_vocab: int = 0
+
+    @property
+    def size_label(self) -> str:
+        """Parameter count the way model names say it: 135M, 1.5B."""
+        return params_label(self.n_params)
+
+
+def params_label(n_params: int) -> str:
+    if n_params >= 1e9:
+        return f"{n_params / 1e9:.1f}B".replace(".0B", "B")
+    return f"{round(n_params / 1e6)}M"
+
+
+def split_part(filename: str) -> tuple[str, int, int] | None:
+    """(stem, index, count) for a split GGUF part such as 'x-00001-of-00003.gguf', else None."""
+    m = _SPLIT.match(filename)
+    return (m["stem"], int(m["index"]), int(m["count"])) if m else None
+
+
+def split_part_names(first: Path) -> list[Path]:
+    """All the parts' paths of a split model given its first part (just [first] if not split)."""
+    parsed = split_part(first.name)
+    if not parsed:
+        return [first]
+    stem, _, count = parsed
+    return [first.with_name(f"{stem}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """What the library keeps of one file's header (the token list itself is not kept)."""
+
+    name: str
+    architecture: str
+    n_params: int
+    quantization: str
+    context_length: int | None
+    vocab_fingerprint: str
+    family: str
+    n_vocab: int
+
+
+def _summarize(path: Path) -> _Summary:
+    info = read_header(path)
+    return _Summary(
+        name=info.name,
+        architecture=info.architecture,
+        n_params=info.n_params,
+        quantization=info.quantization,
+        context_length=info.context_length,
+        vocab_fingerprint=info.vocab_fingerprint if info.tokens else "",
+        family=_family(info.get("general.basename"), info.name),
+        n_vocab=len(info.tokens),
+    )
+
+
+def _family(basename: str | None, name: str) -> str:
+    if basename:
+        return str(basename).lower()
+    # No basename: drop size labels, quantization and fine-tune words from the name.
+    words = re.split(r"[\s_\-]+", name.lower())
+    noise = re.compile(r"^(\d+(\.\d+)?[bmk]|[if]?q\d.*|f16|bf16|f32|instruct|chat|gguf|it)$")
+    return "-".join(w for w in words if w and not noise.match(w))
+
+
+@lru_cache(maxsize=8)
+def _vocab(path: str, size: int, mtime_ns: int) -> VocabInfo:
+    """The full vocabulary, for the compatibility rules; a few files' worth kept in memory."""
+    return VocabInfo.from_header(read_header(path))
+
+
+def _stat_key(path: Path) -> tuple[str, int, int]:
+    st = path.stat()
+    return str(path.resolve()), st.st_size, st.st_mtime_ns
+
+
+def _cache_key(key: tuple[str, int, int]) -> str:
+    return "|".join(map(str, key))
+
+
+def lmstudio_default_dirs() -> list[Path]:
+    home = Path.home()
+    return [home / ".lmstudio" / "models", home / ".cache" / "lm-studio" / "models"]
+
+
+def hf_cache_default_dir() -> Path:
+    from huggingface_hub import constants  # respects HF_HOME / HF_HUB_CACHE; opens no connection
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+class ModelLibrary:
+    """All local models. Not thread-safe: use it from one thread (the GUI's, or a worker's)."""
+
+    def __init__(
+        self,
+        models_dir: Path | None = None,
+        state_file: Path | None = None,
+        scan_external: bool = True,
+        *,
+        hf_cache_dir: Path | None = None,
+        lmstudio_dirs: Iterable[Path] | None = None,
+    ):
+        self.models_dir = Path(models_dir) if models_dir else default_models_dir()
+        self.state_file = Path(state_file) if state_file else data_dir() / "library.json"
+        self.cache_file = self.state_file.with_name("library-cache.json")
+        self.scan_external = scan_external
+        self.hf_cache_dir = Path(hf_cache_dir) if hf_cache_dir else None
+        self.lmstudio_dirs = [Path(d) for d in lmstudio_dirs] if lmstudio_dirs is not None else None
+        self.problems: list[tuple[Path, str]] = []
+        self.entries: list[ModelEntry] = []
+        self._added: list[Path] = self._load_added()
+        self._summaries: dict[str, dict] = {}  # cache key -> asdict(_Summary)
+        self._verdicts: dict[str, str] = {}  # "target key||draft key" -> reason ("" = compatible)
+        self._load_cache()
+
+    # -- scanning ---------------------------------------------------------------------------
+
+    def scan(self) -> list[ModelEntry]:
+        """Find and describe every model; files that are not usable GGUF go to .problems."""
+        self.problems = []
+        entries: list[ModelEntry] = []
+        seen: set[str] = set()
+        for source, path in self._candidates():
+            try:
+                real = str(path.resolve())
+                if real in seen:
+                    continue
+                seen.add(real)
+                entry = self._entry(path, source)
+            except ModelFileError as e:
+                self.problems.append((path, str(e)))
+                continue
+            except OSError as e:
+                self.problems.append((path, f"'{path.name}' cannot be read: {e.strerror or e}"))
+                continue
+            if entry is not None:
+                entries.append(entry)
+        self._save_cache()
+        self.entries = entries
+        return entries
+
+    def _candidates(self) -> Iterator[tuple[str, Path]]:
+        """(source, path) for every GGUF file, in priority order: the first source to list a file wins."""
+        yield from (("app", p) for p in _gguf_files(self.models_dir))
+        for path in self._added:
+            if path.is_file():
+                yield "added", path
+            else:
+                self.problems.append((path, f"'{path.name}' was added to the library but is no longer at {path}."))
+        if not self.scan_external:
+            return
+        hf = self.hf_cache_dir or hf_cache_default_dir()
+        # Only snapshots/: blobs/ holds the same files under hash names, plus unfinished downloads.
+        for snapshots in sorted(hf.glob("models--*/snapshots")):
+            yield from (("hf-cache", p) for p in _gguf_files(snapshots))
+        for folder in self.lmstudio_dirs if self.lmstudio_dirs is not None else lmstudio_default_dirs():
+            yield from (("lmstudio", p) for p in _gguf_files(folder))
+
+    def _entry(self, path: Path, source: str) -> ModelEntry | None:
+        if not path.is_file():
+            raise ModelFileError(f"Model file not found: {path}")
+        parsed = split_part(path.name)
+        parts = split_part_names(path)
+        if parsed and parsed[1] != 1:
+            if not parts[0].is_file():
+                raise ModelFileError(f"'{path.name}' is part of a split model whose first part is missing.")
+            return None  # listed once, through its first part
+        missing = [p.name for p in parts if not p.is_file()]
+        if missing:
+            raise ModelFileError(f"'{path.name}' is a split model, but its part '{missing[0]}' is missing.")
+        summaries = [self._summary(part) for part in parts]
+        head = summaries[0]
+        if head.architecture == "clip":
+            return None  # a vision projector (mmproj): GGUF, but not a model one can chat with
+        return ModelEntry(
+            path=path,
+            name=head.name,
+            architecture=head.architecture,
+            n_params=sum(s.n_params for s in summaries),
+            quantization=head.quantization,
+            file_size=sum(p.stat().st_size for p in parts),
+            context_length=head.context_length,
+            vocab_fingerprint=head.vocab_fingerprint,
+            source=source,
+            removable=source == "app",
+            family=head.family,
+            n_vocab=head.n_vocab,
+        )
+
+    def _summary(self, path: Path) -> _Summary:
+        """The header summary, read once per (path, size, mtime); bad files are remembered as bad."""
+        key = _cache_key(_stat_key(path))
+        cached = self._summaries.get(key)
+        if cached is None:
+            try:
+                cached = asdict(_summarize(path))
+            except ModelFileError as e:
+                cached = {"problem": str(e)}
+            self._summaries[key] = cached
+        if "problem" in cached:
+            raise ModelFileError(cached["problem"])
+        return _Summary(**cached)
+
+    # -- user actions -----------------------------------------------------------------------
+
+    def add_file(self, path) -> ModelEntry:
+        """Validate a GGUF file from anywhere and remember it; raises ModelFileError if unusable."""
+        path = Path(path).expanduser().absolute()
+        source = "app" if _is_inside(path, self.models_dir) else "added"
+        entry = self._entry(path, source)
+        if entry is None:
+            raise ModelFileError(
+                f"'{path.name}' is not a chat model (a split model's later part, or a vision projector).",
+                hint="Add the file whose name ends in -00001-of-….gguf, or the model file itself.",
+            )
+        if source == "added" and path not in self._added:
+            self._added.append(path)
+            self._save_added()
+        self._save_cache()
+        return entry
+
+    def remove(self, entry: ModelEntry) -> None:
+        """Delete a model from the app's folder, or forget an added file; other folders are left alone."""
+        if entry.source == "added":
+            self._added = [p for p in self._added if p != entry.path]
+            self._save_added()
+        elif entry.source == "app" and _is_inside(entry.path, self.models_dir):
+            for part in split_part_names(entry.path):
+                part.unlink(missing_ok=True)
+        else:
+            owner = {"hf-cache": "the Hugging Face cache", "lmstudio": "LM Studio"}.get(entry.source, "another app")
+            raise LibraryError(
+                f"'{entry.path.name}' belongs to {owner}; Specula only deletes models in its own folder.",
+                hint="Delete it with the tool that downloaded it.",
+            )
+        self.entries = [e for e in self.entries if e.path != entry.path]
+
+    def compatible_drafts(self, target: ModelEntry) -> list[ModelEntry]:
+        """Local models that can draft for target (llama.cpp's vocabulary rules), best first.
+
+        Best: same family, then a size nearest 1/12 of the target's (the useful range is 1/5
+        to 1/30). May read a few headers the first time (about 0.2 s each for 150k-token
+        vocabularies); the verdicts are cached.
+        """
+        entries = self.entries or self.scan()
+        n_verdicts = len(self._verdicts)
+        drafts = [e for e in entries if e.path != target.path and self._compatible(target, e)]
+        if len(self._verdicts) != n_verdicts:
+            self._save_cache()
+        return sorted(drafts, key=lambda d: _draft_rank(target, d))
+
+    def _compatible(self, target: ModelEntry, draft: ModelEntry) -> bool:
+        # Cheap rejections first: a draft is smaller, and the vocabulary sizes must be close.
+        if draft.n_params >= target.n_params or abs(draft.n_vocab - target.n_vocab) > MAX_VOCAB_SIZE_DIFFERENCE:
+            return False
+        t_key, d_key = _stat_key(target.path), _stat_key(draft.path)
+        verdict_key = f"{_cache_key(t_key)}||{_cache_key(d_key)}"
+        if verdict_key not in self._verdicts:
+            self._verdicts[verdict_key] = incompatibility(_vocab(*t_key), _vocab(*d_key)) or ""
+        return self._verdicts[verdict_key] == ""
+
+    def reveal_in_file_manager(self, entry: ModelEntry) -> None:
+        try:
+            subprocess.Popen(reveal_command(entry.path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except OSError as e:
+            raise LibraryError(
+                f"Could not open a file manager at {entry.path.parent}: {e.strerror or e}",
+                hint="Open the folder yourself; the path is shown in the library.",
+            ) from e
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def _load_added(self) -> list[Path]:
+        data = _read_json(self.state_file)
+        return [Path(p) for p in data.get("added", []) if isinstance(p, str)]
+
+    def _save_added(self) -> None:
+        _write_json(self.state_file, {"added": [str(p) for p in self._added]})
+
+    def _load_cache(self) -> None:
+        data = _read_json(self.cache_file)
+        # A cache from another version of this code is simply rebuilt.
+        if data.get("version") == _CACHE_VERSION:
+            self._summaries = data.get("summaries", {})
+            self._verdicts = data.get("verdicts", {})
+
+    def _save_cache(self) -> None:
+        # Forget files that changed or vanished, so the cache does not grow forever.
+        live = {_cache_key(_stat_key(p)) for p in self._live_files()}
+        self._summaries = {k: v for k, v in self._summaries.items() if k in live}
+        self._verdicts = {k: v for k, v in self._verdicts.items() if all(part in live for part in k.split("||"))}
+        payload = {"version": _CACHE_VERSION, "summaries": self._summaries, "verdicts": self._verdicts}
+        _write_json(self.cache_file, payload)
+
+    def _live_files(self) -> Iterator[Path]:
+        for key in self._summaries:
+            path = Path(key.split("|")[0])
+            if path.is_file():
+                yield path
+
+
+def _gguf_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.rglob("*") if p.suffix.lower() == ".gguf" and p.is_file())
+
+
+def _is_inside(path: Path, folder: Path) -> bool:
+    try:
+        path.absolute().relative_to(folder.absolute())
+    except ValueError:
+        return False
+    return True
+
+
+def _draft_rank(target: ModelEntry, draft: ModelEntry) -> tuple:
+    ratio = draft.n_params / max(target.n_params, 1)
+    return (
+        draft.family != target.family,
+        abs(math.log(max(ratio, 1e-9) / _IDEAL_DRAFT_RATIO)),
+        draft.file_size,
+    )
+
+
+def reveal_command(path: Path, system: str | None = None) -> list[str]:
+    """The command that shows a file in the platform's file manager."""
+    system = system or platform.system()
+    if system == "Darwin":
+        return ["open", "-R", str(path)]
+    if system == "Windows":
+        return ["explorer", f"/select,{path}"]
+    return ["xdg-open", str(path.parent)]  # freedesktop has no portable "select this file"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    # Write beside and rename, so a crash never leaves half a file.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(tmp, path)

@@ -56,6 +56,9 @@ class SpecParams:
     draft_p_min: float | None = None
     lookup_ngram_max: int = 4
     lookup_ngram_min: int = 1
+    # Verify draft-model tokens by sample-and-match (keep x iff the target's own sample is x)
+    # instead of the rejection rule. Also lossless, but accepts less; kept for the benchmark.
+    sample_and_match: bool = False
 
     def with_(self, **changes) -> SpecParams:
         return replace(self, **changes)

@@ -80,6 +80,8 @@ class Speculator:
         stats = stats or AnswerStats()
         stats.backend = self.target.backend
         rng = make_rng(sampling.seed)
+        if (self.lookup.index.n_min, self.lookup.index.n_max) != (spec.lookup_ngram_min, spec.lookup_ngram_max):
+            self.lookup = LookupDrafter(spec.lookup_ngram_min, spec.lookup_ngram_max)
         runners = [r for r in (self.target, self.draft_runner) if r is not None]
         for r in runners:
             r.cancel_event = cancel
@@ -106,14 +108,14 @@ class Speculator:
                     finish = FinishReason.CONTEXT
                     break
                 k_cap = min(spec.max_draft_length, room - 1, sampling.max_tokens - stats.n_tokens - 1)
-                draft = self._draft(committed, k_cap, sampling, spec, rng)
+                draft, lookup_tokens = self._draft(committed, k_cap, sampling, spec, rng)
                 t0 = time.perf_counter()
                 logits = self.target.eval(committed + draft.tokens, len(draft) + 1)
                 t1 = time.perf_counter()
                 verdict = self._verify(logits, draft, sampling, rng)
                 t2 = time.perf_counter()
                 self.costs.observe_verify(len(draft) + 1, t1 - t0)
-                self._learn(draft, verdict)
+                self._learn(draft, verdict, lookup_tokens)
                 stats.t_draft += draft.seconds
                 stats.t_verify += t1 - t0
                 stats.t_sample += t2 - t1
@@ -158,10 +160,13 @@ class Speculator:
 
     # -- the parts of a round ----------------------------------------------------------------
 
-    def _draft(self, committed: list[int], k_cap: int, sampling: SamplingParams, spec: SpecParams, rng) -> Draft:
+    def _draft(
+        self, committed: list[int], k_cap: int, sampling: SamplingParams, spec: SpecParams, rng
+    ) -> tuple[Draft, list[int]]:
+        """This round's draft, and what prompt lookup offered (used or not: it is scored either way)."""
         mode = spec.mode
         if k_cap < 1 or mode == DrafterMode.OFF:
-            return NO_DRAFT
+            return NO_DRAFT, []
         options: dict[str, tuple[float, int]] = {}
         lookup_tokens: list[int] = []
         if mode in (DrafterMode.AUTO, DrafterMode.LOOKUP, DrafterMode.BOTH):
@@ -174,20 +179,22 @@ class Speculator:
         if self.draft_model is not None and wants_model:
             options["draft"] = (self.tracker("draft").rate, k_cap)
         if not options:
-            return NO_DRAFT
+            return NO_DRAFT, lookup_tokens
         if spec.draft_length is not None:
             options = {name: (rate, min(spec.draft_length, k_max)) for name, (rate, k_max) in options.items()}
         choice = best_choice(
             self.costs, options, allow_none=mode == DrafterMode.AUTO, fixed_k=spec.draft_length is not None
         )
         if choice.drafter == "lookup":
-            return Draft("lookup", choice.k, lookup_tokens[: choice.k], [None] * choice.k)
+            return Draft("lookup", choice.k, lookup_tokens[: choice.k], [None] * choice.k), lookup_tokens
         if choice.drafter == "draft":
             p_min = spec.draft_p_min if spec.draft_p_min is not None else draft_confidence_floor(self.costs, choice.k)
             draft = self.draft_model.propose(committed, choice.k, sampling, rng, p_min)
             self.costs.observe_draft_step(draft.seconds / max(draft.n_steps, 1))
-            return draft
-        return NO_DRAFT
+            if spec.sample_and_match:
+                draft.p_draft = [None] * len(draft)  # a point mass: accepted iff the target samples it
+            return draft, lookup_tokens
+        return NO_DRAFT, lookup_tokens
 
     def _lookup_key(self) -> str:
         return f"lookup:{min(self.lookup.last_match_size, 3)}"
@@ -198,10 +205,19 @@ class Speculator:
             return verify_greedy(np.argmax(logits, axis=1).tolist(), draft.tokens)
         return verify_sampled(_TargetRows(logits, sampling), draft.tokens, draft.p_draft, rng)
 
-    def _learn(self, draft: Draft, verdict: Verdict) -> None:
+    def _learn(self, draft: Draft, verdict: Verdict, lookup_tokens: list[int]) -> None:
         for tracker in self.trackers.values():
             tracker.decay()
+        if draft.drafter == "draft":
+            self.tracker("draft").observe(len(draft), verdict.n_accepted)
         if draft.drafter == "lookup":
             self.tracker(self._lookup_key()).observe(len(draft), verdict.n_accepted)
-        elif draft.drafter == "draft":
-            self.tracker("draft").observe(len(draft), verdict.n_accepted)
+        elif lookup_tokens:
+            # Lookup is deterministic, so what it would have scored is known for free: compare its
+            # offer with the tokens the round produced. This is how auto notices copying starts.
+            produced = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
+            matched = 0
+            while matched < len(produced) and matched < len(lookup_tokens) and lookup_tokens[matched] == produced[matched]:
+                matched += 1
+            seen = min(len(produced), len(lookup_tokens))
+            self.tracker(self._lookup_key()).observe(seen, matched)

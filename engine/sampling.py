@@ -70,11 +70,17 @@ def distribution(logits: np.ndarray, params: SamplingParams) -> Distribution:
     # Candidate set: top-k first, because it is the cheap O(n) cut that makes the rest small.
     if 0 < params.top_k < n_vocab:
         ids = np.argpartition(logits, n_vocab - params.top_k)[n_vocab - params.top_k :]
+        raw = logits[ids].astype(np.float64)
+        p = np.exp(raw - raw.max())
+        p /= p.sum()
     else:
-        ids = np.arange(n_vocab)
-    raw = logits[ids].astype(np.float64)
-    p = np.exp(raw - raw.max())
-    p /= p.sum()
+        # Whole vocabulary: normalise in float32 once, keep float64 only for what survives min-p.
+        shifted = logits - logits.max()
+        z = float(np.exp(shifted, dtype=np.float32).sum(dtype=np.float64))
+        floor = np.log(params.min_p) if params.min_p > 0.0 else -np.inf
+        ids = np.flatnonzero(shifted >= floor)
+        raw = logits[ids].astype(np.float64)
+        p = np.exp(shifted[ids].astype(np.float64)) / z
     # min-p keeps tokens at least min_p times as likely as the best: a ratio, so it is the same
     # before or after the renormalisations around it. Applying it first shrinks the sort below.
     if params.min_p > 0.0:

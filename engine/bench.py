@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     match = None
     if not args.no_match and engine.draft is not None:
         match = compare_match(engine, prompts, args)
-    follow = None if args.no_followup else followup(engine, data["followup_conversation"], 200)
+    follow = None if args.no_followup else followup(engine, data["followup_conversation"], 320)
     summary = summarise(runs, prompts, configs, match, follow)
     print_summary(summary)
     result = {

@@ -1,0 +1,92 @@
+"""Auto mode and cache reuse on real models: behaviour under given costs, never wall-clock."""
+
+from engine.config import ChatMessage, DrafterMode, SamplingParams, SpecParams
+from engine.events import DoneEvent
+from engine.policy import CostModel
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=40)
+
+COPY_TASK = [
+    ChatMessage(
+        "user",
+        "Repeat this list exactly, one item per line, and nothing else:\n"
+        "apples\nbananas\ncherries\ndates\nelderberries\nfigs\ngrapes\nhoneydew melons\nkiwis\nlemons\n",
+    )
+]
+
+
+def answer(engine, messages, spec=SpecParams(), sampling=GREEDY) -> DoneEvent:
+    return [e for e in engine.chat(messages, sampling, spec) if isinstance(e, DoneEvent)][0]
+
+
+class FixedCosts(CostModel):
+    """A machine with these costs: the live timing updates are ignored, so the choice depends on them only."""
+
+    def observe_verify(self, n, seconds):
+        pass
+
+    def observe_draft_step(self, seconds):
+        pass
+
+
+def with_costs(engine, costs: CostModel):
+    saved = engine.speculator.costs
+    engine.speculator.costs = costs
+    engine.speculator.trackers.clear()
+    return saved
+
+
+def test_auto_drafts_nothing_where_verification_costs_as_much_as_single_steps(small_engine):
+    saved = with_costs(small_engine, FixedCosts({1: 0.01, 2: 0.02, 4: 0.04, 8: 0.08}, draft_step_s=0.006))
+    try:
+        done = answer(small_engine, COPY_TASK)
+    finally:
+        small_engine.speculator.costs = saved
+    assert done.stats.n_drafted == 0
+    assert {r[0] for r in done.stats.rounds} == {"none"}
+
+
+def test_auto_switches_to_lookup_when_the_answer_copies_the_prompt(small_engine):
+    # The starter pair's measured shape on a 2-core CPU: one more verified token costs about half a step.
+    saved = with_costs(small_engine, FixedCosts({1: 0.027, 2: 0.040, 4: 0.070, 8: 0.122}, draft_step_s=0.016))
+    try:
+        done = answer(small_engine, COPY_TASK, sampling=GREEDY.with_(max_tokens=60))
+        plain = answer(small_engine, COPY_TASK, SpecParams(mode=DrafterMode.OFF), GREEDY.with_(max_tokens=60))
+    finally:
+        small_engine.speculator.costs = saved
+    drafters = [r[0] for r in done.stats.rounds]
+    assert "lookup" in drafters and "draft" not in drafters  # the draft model cannot pay at these costs
+    assert done.stats.tokens_by_source.get("lookup", 0) >= 10
+    assert done.text == plain.text  # greedy speculation is lossless
+
+
+def test_auto_uses_a_cheap_draft_model_on_a_fast_accelerator(small_engine):
+    saved = with_costs(small_engine, FixedCosts({1: 0.010, 2: 0.0102, 4: 0.0105, 8: 0.011}, draft_step_s=0.001))
+    try:
+        done = answer(small_engine, [ChatMessage("user", "Tell me about the ocean.")])
+    finally:
+        small_engine.speculator.costs = saved
+    assert done.stats.n_drafted > 0
+    assert any(r[0] == "draft" and r[1] >= 2 for r in done.stats.rounds)
+
+
+def test_editing_an_earlier_message_reuses_the_common_prefix(small_engine):
+    first = [ChatMessage("system", "You are terse."), ChatMessage("user", "Name a colour.")]
+    a = answer(small_engine, first)
+    convo = [*first, ChatMessage("assistant", a.text), ChatMessage("user", "Name an animal.")]
+    answer(small_engine, convo)
+    edited = [*convo[:3], ChatMessage("user", "Name a fruit.")]
+    done = answer(small_engine, edited)
+    assert 0 < done.stats.n_prompt_evaluated < done.stats.n_prompt_tokens / 2
+
+
+def test_switching_conversations_does_not_mix_caches(small_engine):
+    convo_a = [ChatMessage("user", "Write one sentence about trains.")]
+    convo_b = [ChatMessage("user", "Write one sentence about rivers.")]
+    small_engine.reset_cache()
+    fresh_a = answer(small_engine, convo_a).text
+    small_engine.reset_cache()
+    fresh_b = answer(small_engine, convo_b).text
+    assert answer(small_engine, convo_a).text == fresh_a
+    assert answer(small_engine, convo_b).text == fresh_b
+    assert answer(small_engine, convo_a).text == fresh_a

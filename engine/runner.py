@@ -23,6 +23,9 @@ from engine.errors import ContextFullError, DecodeError, ModelLoadError
 from engine.gguf import GGUFInfo, read_header
 
 _backend_ready = False
+# Decodes of more tokens than this (prompt chunks) can be interrupted mid-way; shorter ones take
+# a few tens of milliseconds and the cancel flag is checked before each.
+ABORTABLE_BATCH = 32
 
 
 class Cancelled(Exception):
@@ -96,9 +99,10 @@ class ModelRunner:
         cparams.n_seq_max = 1
         cparams.n_threads = self.n_threads
         cparams.n_threads_batch = self.n_threads
-        # Checked by llama.cpp between graph nodes: a cancel interrupts even a long prompt.
-        self._abort_cb = ggml_abort = llama_cpp.ggml_abort_callback(self._should_abort)
-        cparams.abort_callback = ggml_abort
+        # Checked by llama.cpp between graph nodes, so a cancel interrupts even a long prompt. It is
+        # armed only for long batches (see _decode): hundreds of Python calls per decode cost ~3%.
+        self._abort_cb = llama_cpp.ggml_abort_callback(self._should_abort)
+        self._abort_armed = False
         self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             reason = llama_log.errors_since(mark) or "out of memory?"
@@ -141,6 +145,11 @@ class ModelRunner:
     @property
     def context_bytes(self) -> int:
         return int(llama_cpp.llama_state_get_size(self._ctx)) if self._ctx else 0
+
+    def _arm_abort(self, armed: bool) -> None:
+        if armed != self._abort_armed:
+            llama_cpp.llama_set_abort_callback(self._ctx, self._abort_cb if armed else llama_cpp.ggml_abort_callback(), None)
+            self._abort_armed = armed
 
     def _should_abort(self, _data) -> bool:
         return self.cancel_event is not None and self.cancel_event.is_set()
@@ -220,6 +229,7 @@ class ModelRunner:
             batch.seq_id[i][0] = 0
             batch.logits[i] = want_logits
         batch.n_tokens = count
+        self._arm_abort(count > ABORTABLE_BATCH)
         rc = llama_cpp.llama_decode(self._ctx, batch)
         if rc != 0:
             # Drop whatever a failed or aborted call left behind, so the cache matches self.cached.

@@ -216,3 +216,31 @@ def test_qwen_pair_greedy_speculation_with_the_draft_model(qwen_engine):
     _, _, done = run(qwen_engine, sampling=GREEDY, spec=spec)
     assert done.stats.n_drafted > 0 and done.stats.acceptance_rate > 0.5
     assert "2, 3, 5, 7" in done.text
+
+
+class TripsAfter(threading.Event):
+    """A cancel flag that turns itself on after it has been read n times (mid-prompt, deterministically)."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.reads, self.n = 0, n
+
+    def is_set(self):
+        self.reads += 1
+        return self.reads > self.n
+
+
+def test_cancel_interrupts_a_long_prompt_and_the_cache_stays_consistent(small_engine):
+    long_ask = [ChatMessage("user", "Summarise: " + "the quick brown fox jumps over the lazy dog. " * 60)]
+    small_engine.reset_cache()
+    cancel = TripsAfter(20)  # a few checks pass, then llama.cpp's abort callback fires inside a decode
+    tokens, _, done = run(small_engine, long_ask, cancel=cancel)
+    assert done.finish_reason == FinishReason.CANCELLED and not tokens
+    assert cancel.reads > 20, "the abort callback was consulted during the prompt"
+    prompt, _ = small_engine.fit_conversation(long_ask, GREEDY.max_tokens)
+    cached = small_engine.target.cached
+    assert len(cached) < len(prompt) - 1 and cached == prompt[: len(cached)], "the cache holds a clean prefix"
+    _, _, after = run(small_engine, long_ask)
+    small_engine.reset_cache()
+    _, _, fresh = run(small_engine, long_ask)
+    assert after.text == fresh.text

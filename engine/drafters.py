@@ -24,6 +24,7 @@ class Draft:
     k: int = 0  # draft length asked for this round
     tokens: list[int] = field(default_factory=list)
     p_draft: list[Distribution | None] = field(default_factory=list)
+    confidence: list[float] = field(default_factory=list)  # the draft model's top probability per token
     seconds: float = 0.0
     n_steps: int = 0  # draft-model decode steps taken
 
@@ -88,6 +89,7 @@ class DraftModelDrafter:
                 break
             draft.tokens.append(token)
             draft.p_draft.append(p)
+            draft.confidence.append(confidence)
             seq.append(token)
         draft.seconds = time.perf_counter() - t0
         return draft

@@ -20,7 +20,7 @@ from engine.drafters import NO_DRAFT, Draft, DraftModelDrafter, LookupDrafter
 from engine.errors import ContextFullError, EngineError
 from engine.events import DoneEvent, Event, FinishReason, RoundEvent, TokenEvent
 from engine.metrics import AnswerStats
-from engine.policy import AcceptanceTracker, CostModel, best_choice, draft_confidence_floor
+from engine.policy import AcceptanceTracker, ConfidenceCalibration, CostModel, best_choice, draft_confidence_floor
 from engine.runner import Cancelled, ModelRunner, common_prefix
 from engine.sampling import Distribution, distribution, make_rng
 from engine.speculative import Verdict, verify_greedy, verify_sampled
@@ -55,6 +55,7 @@ class Speculator:
         self.lookup = LookupDrafter()
         self.costs = costs or self.calibrate()
         self.trackers: dict[str, AcceptanceTracker] = {}
+        self.calibration = ConfidenceCalibration()
 
     def calibrate(self) -> CostModel:
         """Time target decodes of a few widths and one draft step (about a second on a CPU)."""
@@ -188,7 +189,11 @@ class Speculator:
         if choice.drafter == "lookup":
             return Draft("lookup", choice.k, lookup_tokens[: choice.k], [None] * choice.k), lookup_tokens
         if choice.drafter == "draft":
-            p_min = spec.draft_p_min if spec.draft_p_min is not None else draft_confidence_floor(self.costs, choice.k)
+            p_min = (
+                spec.draft_p_min
+                if spec.draft_p_min is not None
+                else draft_confidence_floor(self.costs, choice.k, self.calibration)
+            )
             draft = self.draft_model.propose(committed, choice.k, sampling, rng, p_min)
             self.costs.observe_draft_step(draft.seconds / max(draft.n_steps, 1))
             if spec.sample_and_match:
@@ -208,8 +213,10 @@ class Speculator:
     def _learn(self, draft: Draft, verdict: Verdict, lookup_tokens: list[int]) -> None:
         for tracker in self.trackers.values():
             tracker.decay()
+        self.calibration.decay()
         if draft.drafter == "draft":
             self.tracker("draft").observe(len(draft), verdict.n_accepted)
+            self.calibration.observe(draft.confidence, verdict.n_accepted)
         if draft.drafter == "lookup":
             self.tracker(self._lookup_key()).observe(len(draft), verdict.n_accepted)
         elif lookup_tokens:
@@ -217,7 +224,9 @@ class Speculator:
             # offer with the tokens the round produced. This is how auto notices copying starts.
             produced = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
             matched = 0
-            while matched < len(produced) and matched < len(lookup_tokens) and lookup_tokens[matched] == produced[matched]:
+            while (
+                matched < len(produced) and matched < len(lookup_tokens) and lookup_tokens[matched] == produced[matched]
+            ):
                 matched += 1
             seen = min(len(produced), len(lookup_tokens))
             self.tracker(self._lookup_key()).observe(seen, matched)

@@ -118,13 +118,41 @@ def best_choice(
     return best
 
 
-def draft_confidence_floor(costs: CostModel, k: int) -> float:
+class ConfidenceCalibration:
+    """How often the draft model's tokens are accepted, per unit of its own confidence.
+
+    A draft model that says 0.9 but is accepted 60% of the time is overconfident by 1.5x; the
+    stopping threshold is raised by that much. Judged tokens are those up to the first rejection.
+    """
+
+    def __init__(self):
+        self.confidence = 0.0
+        self.accepted = 0.0
+
+    @property
+    def ratio(self) -> float:
+        prior = 2.0  # pseudo-observations of a well-calibrated model
+        return (self.accepted + prior) / (self.confidence + prior)
+
+    def observe(self, confidence: list[float], n_accepted: int) -> None:
+        judged = confidence[: n_accepted + 1]
+        self.confidence += sum(judged)
+        self.accepted += n_accepted
+
+    def decay(self) -> None:
+        self.confidence *= MEMORY
+        self.accepted *= MEMORY
+
+
+def draft_confidence_floor(costs: CostModel, k: int, calibration: ConfidenceCalibration | None = None) -> float:
     """The draft model's adaptive p_min: stop drafting when one more token is not worth its cost.
 
     One more draft token costs a draft step plus the extra verification width; it is worth a
-    plain target step if accepted. Its draft probability stands in for the acceptance chance.
+    plain target step if accepted. Its draft probability, corrected by how well that probability
+    has predicted acceptance so far, stands in for the acceptance chance.
     """
     if costs.draft_step_s is None:
         return 0.5
     marginal = costs.draft_step_s + costs.verify_s(k + 2) - costs.verify_s(k + 1)
-    return float(np.clip(marginal / costs.step_s, 0.2, 0.95))
+    ratio = calibration.ratio if calibration else 1.0
+    return float(np.clip(marginal / costs.step_s / max(ratio, 1e-3), 0.2, 0.95))

@@ -115,3 +115,15 @@ def test_draft_confidence_floor_is_high_when_drafting_is_costly():
     gpu = CostModel({1: 0.010, 2: 0.0101, 4: 0.0102}, draft_step_s=0.001)
     assert draft_confidence_floor(cpu, 1) > 0.8
     assert draft_confidence_floor(gpu, 1) < 0.3
+
+
+def test_an_overconfident_draft_model_gets_a_higher_stopping_threshold():
+    from engine.policy import ConfidenceCalibration
+
+    costs = CostModel({1: 0.010, 2: 0.011, 4: 0.013}, draft_step_s=0.002)
+    honest, overconfident = ConfidenceCalibration(), ConfidenceCalibration()
+    for _ in range(20):
+        honest.observe([0.9, 0.9, 0.9, 0.9], 3)  # sure and mostly right
+        overconfident.observe([0.95, 0.95, 0.95, 0.95], 0)  # sure and wrong
+    assert honest.ratio > 0.7 and overconfident.ratio < 0.2
+    assert draft_confidence_floor(costs, 2, overconfident) > draft_confidence_floor(costs, 2, honest)

@@ -83,9 +83,21 @@ def run_engine(engine: Engine, prompt: dict, config: str, sampling: SamplingPara
     drafters: dict[str, int] = {}
     for drafter, _k, _drafted, _accepted in done.stats.rounds:
         drafters[drafter] = drafters.get(drafter, 0) + 1
-    return Run(prompt["id"], config, sampling.temperature, done.stats.n_tokens, tps, stamps[0] if stamps else 0.0,
-               p50, p99, done.stats.acceptance_rate, done.stats.mean_accepted_length, done.stats.n_drafted,
-               drafters, done.text)
+    return Run(
+        prompt["id"],
+        config,
+        sampling.temperature,
+        done.stats.n_tokens,
+        tps,
+        stamps[0] if stamps else 0.0,
+        p50,
+        p99,
+        done.stats.acceptance_rate,
+        done.stats.mean_accepted_length,
+        done.stats.n_drafted,
+        drafters,
+        done.text,
+    )
 
 
 def run_anchor(llm, engine: Engine, prompt: dict, sampling: SamplingParams) -> Run:
@@ -95,14 +107,30 @@ def run_anchor(llm, engine: Engine, prompt: dict, sampling: SamplingParams) -> R
     t0 = time.perf_counter()
     stamps, pieces = [], []
     for chunk in llm.create_completion(
-        text, max_tokens=sampling.max_tokens, temperature=sampling.temperature, top_k=sampling.top_k,
-        top_p=sampling.top_p, min_p=sampling.min_p, seed=sampling.seed, stream=True, repeat_penalty=1.0,
+        text,
+        max_tokens=sampling.max_tokens,
+        temperature=sampling.temperature,
+        top_k=sampling.top_k,
+        top_p=sampling.top_p,
+        min_p=sampling.min_p,
+        seed=sampling.seed,
+        stream=True,
+        repeat_penalty=1.0,
     ):
         stamps.append(time.perf_counter() - t0)
         pieces.append(chunk["choices"][0]["text"])
     tps, p50, p99 = rates(stamps)
-    return Run(prompt["id"], "llama-cpp-python", sampling.temperature, len(stamps), tps, stamps[0] if stamps else 0,
-               p50, p99, text="".join(pieces))
+    return Run(
+        prompt["id"],
+        "llama-cpp-python",
+        sampling.temperature,
+        len(stamps),
+        tps,
+        stamps[0] if stamps else 0,
+        p50,
+        p99,
+        text="".join(pieces),
+    )
 
 
 def followup(engine: Engine, turns: list[str], max_tokens: int) -> dict:
@@ -116,14 +144,23 @@ def followup(engine: Engine, turns: list[str], max_tokens: int) -> dict:
         t0 = time.perf_counter()
         stamps, done = timed_tokens(engine.chat(messages, sampling, SpecParams()), t0)
         messages.append(ChatMessage("assistant", done.text))
-        out.append({"ttft_s": stamps[0], "prompt_tokens": done.stats.n_prompt_tokens,
-                    "prompt_evaluated": done.stats.n_prompt_evaluated, "answer_tokens": done.stats.n_tokens})
+        out.append(
+            {
+                "ttft_s": stamps[0],
+                "prompt_tokens": done.stats.n_prompt_tokens,
+                "prompt_evaluated": done.stats.n_prompt_evaluated,
+                "answer_tokens": done.stats.n_tokens,
+            }
+        )
     # The same last turn without the cache, to show what reuse saved.
     engine.reset_cache()
     t0 = time.perf_counter()
     stamps, _ = timed_tokens(engine.chat(messages[:-1], sampling.with_(max_tokens=4), SpecParams()), t0)
-    return {"turns": out, "last_turn_cold_ttft_s": stamps[0],
-            "ratio_turn6_to_turn1": out[-1]["ttft_s"] / out[0]["ttft_s"]}
+    return {
+        "turns": out,
+        "last_turn_cold_ttft_s": stamps[0],
+        "ratio_turn6_to_turn1": out[-1]["ttft_s"] / out[0]["ttft_s"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,16 +193,26 @@ def main(argv: list[str] | None = None) -> int:
     prompts = [p for p in data["prompts"] if not args.prompts or p["id"] in args.prompts.split(",")]
     configs = [c for c in args.configs.split(",") if c]
     info = engine.info
-    print(f"# {info.target_name} + {info.draft_name}; backend {info.backend}, {info.n_threads} threads; "
-          f"{len(prompts)} prompts, max {args.max_tokens} tokens", flush=True)
+    print(
+        f"# {info.target_name} + {info.draft_name}; backend {info.backend}, {info.n_threads} threads; "
+        f"{len(prompts)} prompts, max {args.max_tokens} tokens",
+        flush=True,
+    )
     print(f"# calibration: {info.calibration}", flush=True)
 
     llm = None
     if not args.no_anchor:
         from llama_cpp import Llama
 
-        llm = Llama(target, n_ctx=args.ctx, n_threads=engine.target.n_threads, n_threads_batch=engine.target.n_threads,
-                    n_gpu_layers=args.gpu_layers, n_batch=512, verbose=False)
+        llm = Llama(
+            target,
+            n_ctx=args.ctx,
+            n_threads=engine.target.n_threads,
+            n_threads_batch=engine.target.n_threads,
+            n_gpu_layers=args.gpu_layers,
+            n_batch=512,
+            verbose=False,
+        )
 
     runs: list[Run] = []
     for temperature in args.temperatures:
@@ -233,8 +280,11 @@ def summarise(runs: list[Run], prompts: list[dict], configs: list[str], match, f
                     speedups[key][p["id"]] = this / plain
     anchor = {}
     for temp in temps:
-        ratios = [rate(p["id"], "plain", temp) / rate(p["id"], "llama-cpp-python", temp)
-                  for p in prompts if rate(p["id"], "llama-cpp-python", temp) and rate(p["id"], "plain", temp)]
+        ratios = [
+            rate(p["id"], "plain", temp) / rate(p["id"], "llama-cpp-python", temp)
+            for p in prompts
+            if rate(p["id"], "llama-cpp-python", temp) and rate(p["id"], "plain", temp)
+        ]
         if ratios:
             anchor[f"T{temp:g}"] = {"median": statistics.median(ratios), "min": min(ratios)}
     copy_ids = [p["id"] for p in prompts if p["copy_heavy"]]
@@ -260,13 +310,18 @@ def summarise(runs: list[Run], prompts: list[dict], configs: list[str], match, f
 def print_prompt_table(prompt_id: str, temperature: float, rows: list[Run]) -> None:
     plain = next((r.decode_tps for r in rows if r.config == "plain"), None)
     print(f"\n## {prompt_id} @ T={temperature:g}")
-    print(f"{'config':18} {'tok':>4} {'tok/s':>7} {'vs plain':>8} {'accept':>7} {'mean acc':>8} "
-          f"{'TTFT ms':>8} {'P50 ms':>7} {'P99 ms':>7}  drafters")
+    print(
+        f"{'config':18} {'tok':>4} {'tok/s':>7} {'vs plain':>8} {'accept':>7} {'mean acc':>8} "
+        f"{'TTFT ms':>8} {'P50 ms':>7} {'P99 ms':>7}  drafters"
+    )
     for r in rows:
         vs = f"{r.decode_tps / plain:7.2f}x" if plain else "       -"
         drafters = ",".join(f"{k}:{v}" for k, v in r.drafters.items())
-        print(f"{r.config:18} {r.n_tokens:4d} {r.decode_tps:7.1f} {vs:>8} {r.acceptance:7.0%} {r.mean_accepted:8.2f} "
-              f"{r.ttft_s * 1000:8.0f} {r.itl_p50_ms:7.1f} {r.itl_p99_ms:7.1f}  {drafters}", flush=True)
+        print(
+            f"{r.config:18} {r.n_tokens:4d} {r.decode_tps:7.1f} {vs:>8} {r.acceptance:7.0%} {r.mean_accepted:8.2f} "
+            f"{r.ttft_s * 1000:8.0f} {r.itl_p50_ms:7.1f} {r.itl_p99_ms:7.1f}  {drafters}",
+            flush=True,
+        )
 
 
 def print_summary(summary: dict) -> None:
@@ -274,7 +329,9 @@ def print_summary(summary: dict) -> None:
     for key, per_prompt in summary["speedup_vs_plain"].items():
         if per_prompt:
             values = list(per_prompt.values())
-            print(f"{key:20} median {statistics.median(values):5.2f}x  min {min(values):5.2f}x  max {max(values):5.2f}x")
+            print(
+                f"{key:20} median {statistics.median(values):5.2f}x  min {min(values):5.2f}x  max {max(values):5.2f}x"
+            )
     for temp, v in summary["plain_vs_create_completion"].items():
         print(f"plain vs create_completion @{temp}: median {v['median']:.3f}x, min {v['min']:.3f}x")
     print("\n# Goals")

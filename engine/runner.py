@@ -148,7 +148,9 @@ class ModelRunner:
 
     def _arm_abort(self, armed: bool) -> None:
         if armed != self._abort_armed:
-            llama_cpp.llama_set_abort_callback(self._ctx, self._abort_cb if armed else llama_cpp.ggml_abort_callback(), None)
+            llama_cpp.llama_set_abort_callback(
+                self._ctx, self._abort_cb if armed else llama_cpp.ggml_abort_callback(), None
+            )
             self._abort_armed = armed
 
     def _should_abort(self, _data) -> bool:

@@ -31,6 +31,9 @@ SOURCES = ("app", "added", "hf-cache", "lmstudio")
 DRAFT_RATIO_RANGE = (1 / 30, 1 / 5)
 _IDEAL_DRAFT_RATIO = math.sqrt(DRAFT_RATIO_RANGE[0] * DRAFT_RATIO_RANGE[1])
 
+# engine/download.py writes this record beside a model while it downloads (split parts land one by one).
+PENDING_SUFFIX = ".download.json"
+
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 _CACHE_VERSION = 1
 
@@ -217,6 +220,8 @@ class ModelLibrary:
             raise ModelFileError(f"Model file not found: {path}")
         parsed = split_part(path.name)
         parts = split_part_names(path)
+        if parsed and parts[0].with_name(parts[0].name + PENDING_SUFFIX).exists():
+            return None  # a split model still downloading: not a model yet, not a problem either
         if parsed and parsed[1] != 1:
             if not parts[0].is_file():
                 raise ModelFileError(f"'{path.name}' is part of a split model whose first part is missing.")
@@ -369,13 +374,15 @@ def _is_inside(path: Path, folder: Path) -> bool:
     return True
 
 
+def draft_size_distance(target_params: int, draft_params: int) -> float:
+    """How far a draft's size is from the ideal share of the target's (0 is ideal), in log space."""
+    ratio = max(draft_params, 1) / max(target_params, 1)
+    return abs(math.log(ratio / _IDEAL_DRAFT_RATIO))
+
+
 def _draft_rank(target: ModelEntry, draft: ModelEntry) -> tuple:
-    ratio = draft.n_params / max(target.n_params, 1)
-    return (
-        draft.family != target.family,
-        abs(math.log(max(ratio, 1e-9) / _IDEAL_DRAFT_RATIO)),
-        draft.file_size,
-    )
+    same_family = draft.family == target.family
+    return (not same_family, draft_size_distance(target.n_params, draft.n_params), draft.file_size)
 
 
 def reveal_command(path: Path, system: str | None = None) -> list[str]:

@@ -194,7 +194,10 @@ class Speculator:
                 if spec.draft_p_min is not None
                 else draft_confidence_floor(self.costs, choice.k, self.calibration)
             )
-            draft = self.draft_model.propose(committed, choice.k, sampling, rng, p_min)
+            try:
+                draft = self.draft_model.propose(committed, choice.k, sampling, rng, p_min)
+            except ContextFullError:  # the draft's context is smaller than the target's: go on without it
+                return NO_DRAFT, lookup_tokens
             self.costs.observe_draft_step(draft.seconds / max(draft.n_steps, 1))
             if spec.sample_and_match:
                 draft.p_draft = [None] * len(draft)  # a point mass: accepted iff the target samples it

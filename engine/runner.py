@@ -69,12 +69,10 @@ class ModelRunner:
         if not _backend_ready:
             llama_cpp.llama_backend_init()
             _backend_ready = True
+        self._model = self._ctx = self._batch = None  # before anything can fail: close() runs on error
         self.spec = spec
         self.info: GGUFInfo = read_header(spec.path)  # clear errors for non-GGUF / truncated files
         self.cancel_event: threading.Event | None = None
-        self._model = None
-        self._ctx = None
-        self._batch = None
         mark = llama_log.mark()
 
         mparams = llama_cpp.llama_model_default_params()
@@ -118,7 +116,7 @@ class ModelRunner:
         self.n_layers = llama_cpp.llama_model_n_layer(self._model)
         self.backend = backend_name() if self.gpu_layers else "CPU"
         self.cached: list[int] = []  # tokens whose K/V the context holds, positions 0..n-1
-        self.eog_ids = frozenset(t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self.vocab, t))
+        self._eog: dict[int, bool] = {}
         self.bos_id = llama_cpp.llama_vocab_bos(self.vocab)
         self.n_decoded = 0  # tokens decoded over this runner's life (for profiling)
 
@@ -185,7 +183,15 @@ class ModelRunner:
         return llama_cpp.llama_vocab_get_text(self.vocab, token).decode("utf-8", errors="surrogateescape")
 
     def is_eog(self, token: int) -> bool:
-        return token in self.eog_ids
+        """End of generation (EOS, EOT, <|im_end|>...): asked of llama.cpp once per token id."""
+        known = self._eog.get(token)
+        if known is None:
+            known = self._eog[token] = bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+        return known
+
+    @property
+    def eog_ids(self) -> frozenset[int]:
+        return frozenset(t for t in range(self.n_vocab) if self.is_eog(t))
 
     # -- decoding --------------------------------------------------------------------------
 

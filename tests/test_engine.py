@@ -244,3 +244,17 @@ def test_cancel_interrupts_a_long_prompt_and_the_cache_stays_consistent(small_en
     small_engine.reset_cache()
     _, _, fresh = run(small_engine, long_ask)
     assert after.text == fresh.text
+
+
+def test_a_draft_with_a_smaller_context_is_skipped_not_fatal(smollm2_path):
+    from engine.config import ModelSpec
+    from engine.engine import Engine
+
+    engine = Engine(ModelSpec(smollm2_path, n_ctx=1024), ModelSpec(smollm2_path, n_ctx=64))
+    try:
+        spec = SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4)
+        _, _, done = run(engine, [ChatMessage("user", "Describe a sunset over the sea. " * 8)], GREEDY, spec)
+        assert done.finish_reason in (FinishReason.STOP, FinishReason.LENGTH) and done.stats.n_tokens > 0
+        assert done.stats.n_drafted == 0
+    finally:
+        engine.close()

@@ -108,7 +108,9 @@ class Speculator:
                 if room <= 0:
                     finish = FinishReason.CONTEXT
                     break
-                k_cap = min(spec.max_draft_length, room - 1, sampling.max_tokens - stats.n_tokens - 1)
+                k_cap = min(
+                    spec.max_draft_length, room - 1, sampling.max_tokens - stats.n_tokens - 1, self.target.n_batch - 1
+                )
                 draft, lookup_tokens = self._draft(committed, k_cap, sampling, spec, rng)
                 t0 = time.perf_counter()
                 logits = self.target.eval(committed + draft.tokens, len(draft) + 1)

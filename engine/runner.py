@@ -110,7 +110,9 @@ class ModelRunner:
             )
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self._mem = llama_cpp.llama_get_memory(self._ctx)
-        self._batch = llama_cpp.llama_batch_init(spec.n_batch, 0, 1)
+        # llama.cpp clamps the batch to the context size; decoding more at once aborts the process.
+        self.n_batch = min(llama_cpp.llama_n_batch(self._ctx), llama_cpp.llama_n_ubatch(self._ctx))
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         offload = llama_log.offloaded_layers(mark)
         self.gpu_layers = offload[0] if offload else 0
         self.n_layers = llama_cpp.llama_model_n_layer(self._model)
@@ -217,8 +219,8 @@ class ModelRunner:
         keep = min(common_prefix(self.cached, tokens), n - n_logits)
         self.truncate(keep)
         head_end = n - n_logits
-        for start in range(keep, head_end, self.spec.n_batch):  # prefill without logits
-            self._decode(tokens, start, min(start + self.spec.n_batch, head_end), want_logits=False)
+        for start in range(keep, head_end, self.n_batch):  # prefill without logits
+            self._decode(tokens, start, min(start + self.n_batch, head_end), want_logits=False)
         if n_logits == 0:
             return None
         self._decode(tokens, head_end, n, want_logits=True)

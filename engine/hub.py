@@ -31,7 +31,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
 from engine.compat import VocabInfo, incompatibility
-from engine.errors import EngineError
+from engine.errors import EngineError, ModelFileError
 from engine.gguf import GGUFInfo, HeaderIncomplete, parse_header
 from engine.library import ModelEntry, draft_size_distance, split_part
 
@@ -99,6 +99,17 @@ class RepoFiles:
     repo_id: str
     revision: str  # the commit: every file of a download comes from the same one
     groups: list[QuantGroup]
+
+
+@dataclass(frozen=True)
+class RepoDetails:
+    """A repository's files, plus the header of its smallest model (fetched by Range) when readable:
+    every quantization of a model shares its architecture and vocabulary, so one header serves
+    the fit estimates (KV cache size) and the draft check for all of them."""
+
+    files: RepoFiles
+    header: GGUFInfo | None
+    header_problem: str | None = None  # why there is no header
 
 
 @dataclass(frozen=True)
@@ -248,6 +259,16 @@ class Hub:
         ]
         return RepoFiles(repo_id, info.sha or "main", group_gguf_files(files))
 
+    def repo_details(self, repo_id: str) -> RepoDetails:
+        files = self.repo_files(repo_id)
+        if not files.groups:
+            return RepoDetails(files, None, "the repository has no GGUF model files")
+        try:
+            header = self.fetch_header(repo_id, files.groups[0].files[0].path, files.revision)
+        except (HubError, ModelFileError) as e:
+            return RepoDetails(files, None, str(e))
+        return RepoDetails(files, header)
+
     def file_url(self, repo_id: str, path: str, revision: str) -> str:
         return hf_hub_url(repo_id, path, revision=revision, endpoint=self.endpoint)
 
@@ -338,11 +359,11 @@ def hub_errors(doing: str) -> Iterator[None]:
         status = e.response.status_code if e.response is not None else "?"
         raise HubError(f"Could not {doing}: the hub answered with HTTP {status}.") from None
     except (httpx2.TransportError, ConnectionError, TimeoutError) as e:
-        raise HubUnreachableError(
-            f"The model hub could not be reached ({_reason(e)}), so Specula could not {doing}."
-        ) from None
+        raise HubUnreachableError(f"The model hub could not be reached ({_reason(e)}).") from None
 
 
 def _reason(error: Exception) -> str:
-    text = str(error) or type(error).__name__
+    if isinstance(error, httpx2.TimeoutException):
+        return "no answer in time"
+    text = re.sub(r"^\[Errno -?\d+\]\s*", "", str(error)) or type(error).__name__
     return text if len(text) < 120 else text[:117] + "…"

@@ -75,6 +75,7 @@ class FakeHub:
     log: list[Served] = field(default_factory=list)
     corrupt: dict[str, int] = field(default_factory=dict)  # file path -> offset of a flipped byte
     cut_after: dict[str, int] = field(default_factory=dict)  # file path -> drop the connection after n bytes
+    hold_at: dict[str, tuple[int, threading.Event]] = field(default_factory=dict)  # stall at offset until set
     requests: list[str] = field(default_factory=list)  # every request line, for debugging failures
 
     def __enter__(self) -> FakeHub:
@@ -196,13 +197,19 @@ class _HubHandler(BaseHTTPRequestHandler):
     def _send_body(self, file: FakeFile, start: int, stop: int) -> None:
         limit = self.hub.cut_after.pop(file.path, None)
         flip = self.hub.corrupt.get(file.path)
+        hold, gate = self.hub.hold_at.get(file.path, (None, None))
         sent = 0
         try:
             with open(file.source, "rb") as f:
                 f.seek(file.offset + start)
                 position = start
                 while position < stop and (limit is None or sent < limit):
+                    if hold is not None and position >= hold:
+                        gate.wait(timeout=30)  # a stalled transfer, until the test lets it go on
+                        hold = None
                     n = min(CHUNK, stop - position, limit - sent if limit is not None else CHUNK)
+                    if hold is not None and position < hold:
+                        n = min(n, hold - position)
                     chunk = bytearray(f.read(n))
                     if flip is not None and position <= flip < position + len(chunk):
                         chunk[flip - position] ^= 0xFF

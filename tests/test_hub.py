@@ -236,3 +236,11 @@ def test_unreachable_hub_says_so(monkeypatch, tmp_path):
     record = DownloadRecord(SMOL_REPO, "main", (HubFile(SMOL, SMOL_SIZE, models.SMOLLM2_SHA256),))
     with pytest.raises(HubUnreachableError):
         Download(record, tmp_path, hub).run()
+
+
+def test_repo_details_reads_one_header_for_the_whole_repository(fake_hub):
+    details = Hub().repo_details(QWEN_TARGET_REPO)
+    # The header gives the KV cache cost for the fit estimate of every quantization.
+    assert details.header.kv_bytes_per_token() == 28_672
+    assert details.header.architecture == "qwen2"
+    assert fake_hub.bytes_served("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf") <= 16 << 20

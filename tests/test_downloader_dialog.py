@@ -1,0 +1,152 @@
+"""The downloader dialog under pytest-qt, against the fake hub: search, pick, download, pause, cancel."""
+
+import socket
+import threading
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app.downloader import DownloaderDialog
+from engine.library import ModelLibrary
+from tests.hub_server import (
+    QWEN_DRAFT_REPO,
+    SMOL_REPO,
+    fake_hub_fixture,  # noqa: F401  (the fake_hub fixture)
+)
+
+SMOL = "SmolLM2-135M-Instruct.Q4_1.gguf"
+WAIT_MS = 20_000  # an upper bound for slow machines, not a performance claim
+
+
+@pytest.fixture
+def library(tmp_path):
+    return ModelLibrary(tmp_path / "models", tmp_path / "library.json", scan_external=False)
+
+
+def open_dialog(qtbot, library, target=None) -> DownloaderDialog:
+    dialog = DownloaderDialog(library=library, target=target)
+    qtbot.addWidget(dialog)  # closed (which waits for its pool threads) at teardown
+    dialog.show()
+    return dialog
+
+
+def search_and_pick(qtbot, dialog, text, repo_id):
+    dialog.query.setText(text)
+    qtbot.mouseClick(dialog.search_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: repo_id in repositories(dialog), timeout=WAIT_MS)
+    dialog.results.selectRow(repositories(dialog).index(repo_id))
+    qtbot.waitUntil(lambda: dialog.files_title.text() == f"Files in {repo_id}", timeout=WAIT_MS)
+
+
+def repositories(dialog) -> list[str]:
+    return [dialog.results.item(r, 0).text() for r in range(dialog.results.rowCount())]
+
+
+def start_smol_download(qtbot, dialog):
+    search_and_pick(qtbot, dialog, "smollm2", SMOL_REPO)
+    dialog.files.selectRow(0)
+    assert dialog.download_button.isEnabled()
+    qtbot.mouseClick(dialog.download_button, Qt.MouseButton.LeftButton)
+
+
+def stall(fake_hub, at: int) -> threading.Event:
+    gate = threading.Event()
+    fake_hub.hold_at[SMOL] = (at, gate)
+    return gate
+
+
+def test_search_lists_repositories_and_files_with_fit(qtbot, fake_hub, library):
+    dialog = open_dialog(qtbot, library)
+    search_and_pick(qtbot, dialog, "smollm2", SMOL_REPO)
+
+    assert dialog.results.rowCount() == 2
+    first = [dialog.results.item(0, c).text() for c in range(5)]
+    assert first == [SMOL_REPO, "5,000", "40", "apache-2.0", "2025-02-01"]
+    cells = [dialog.files.item(0, c).text() for c in range(4)]
+    assert cells[:3] == ["Q4_1", SMOL, "98.4 MB"]
+    assert cells[3] in ("fits", "tight", "won't fit")
+    assert not dialog.banner.isVisible()
+
+
+def test_download_shows_progress_and_cancel_deletes_the_part(qtbot, fake_hub, library):
+    gate = stall(fake_hub, 10_000_000)
+    dialog = open_dialog(qtbot, library)
+    landed = []
+    dialog.model_downloaded.connect(landed.append)
+    start_smol_download(qtbot, dialog)
+
+    qtbot.waitUntil(lambda: dialog.progress.value() > 0 and "MB of 98.4 MB" in dialog.status.text(), timeout=WAIT_MS)
+    assert not dialog.download_button.isEnabled()
+    qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
+    gate.set()  # the transfer goes on; the download notices the cancel at its next bytes
+    qtbot.waitUntil(lambda: "Cancelled" in dialog.status.text(), timeout=WAIT_MS)
+
+    assert list(library.models_dir.iterdir()) == []
+    assert landed == []
+    assert dialog.progress.value() == 0
+    assert not dialog.cancel_button.isEnabled()
+
+
+def test_download_lands_and_is_announced(qtbot, fake_hub, library):
+    dialog = open_dialog(qtbot, library)
+    with qtbot.waitSignal(dialog.model_downloaded, timeout=WAIT_MS) as landed:
+        start_smol_download(qtbot, dialog)
+    path = landed.args[0]
+    assert path == library.models_dir / SMOL
+    assert path.stat().st_size == 98_362_432
+    assert "verified" in dialog.status.text()
+    assert [e.path.name for e in library.scan()] == [SMOL]
+
+
+def test_pause_then_resume_in_a_new_dialog(qtbot, fake_hub, library):
+    gate = stall(fake_hub, 10_000_000)
+    dialog = open_dialog(qtbot, library)
+    start_smol_download(qtbot, dialog)
+    qtbot.waitUntil(lambda: dialog.progress.value() > 0, timeout=WAIT_MS)
+    qtbot.mouseClick(dialog.pause_button, Qt.MouseButton.LeftButton)
+    gate.set()
+    qtbot.waitUntil(lambda: dialog.pause_button.text() == "Resume", timeout=WAIT_MS)
+    assert "partial file is kept" in dialog.status.text()
+    dialog.close()
+
+    reopened = open_dialog(qtbot, library)  # as after an app restart: found from the files on disk
+    assert "Unfinished download: " + SMOL in reopened.status.text()
+    assert reopened.pause_button.text() == "Resume"
+    kept = (library.models_dir / (SMOL + ".part")).stat().st_size
+    with qtbot.waitSignal(reopened.model_downloaded, timeout=WAIT_MS):
+        qtbot.mouseClick(reopened.pause_button, Qt.MouseButton.LeftButton)
+    resumed = fake_hub.body_requests(SMOL)[-1]
+    assert (resumed.start, resumed.sent) == (kept, 98_362_432 - kept)  # no byte fetched twice
+    assert (library.models_dir / SMOL).stat().st_size == 98_362_432
+
+
+def test_offline_hub_shows_a_clear_banner(qtbot, monkeypatch, library):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv("HF_ENDPOINT", closed)
+    dialog = open_dialog(qtbot, library)
+    dialog.query.setText("qwen")
+    qtbot.mouseClick(dialog.search_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(dialog.banner.isVisible, timeout=WAIT_MS)
+    assert "The model hub could not be reached" in dialog.banner.text()
+    assert dialog.results.rowCount() == 0
+    assert dialog.search_button.isEnabled()  # one can try again
+
+
+def test_draft_suggestions_and_vocabulary_check(qtbot, fake_hub, library, qwen_paths):
+    target = library.add_file(qwen_paths[0])
+    dialog = open_dialog(qtbot, library, target)
+    qtbot.mouseClick(dialog.drafts_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.results.rowCount() > 0, timeout=WAIT_MS)
+    assert repositories(dialog) == [QWEN_DRAFT_REPO]
+
+    dialog.results.selectRow(0)
+    qtbot.waitUntil(lambda: dialog.verdict.isVisible(), timeout=WAIT_MS)
+    assert dialog.verdict.text().startswith("✓ Can draft for")
+
+    search_and_pick(qtbot, dialog, "smollm2", SMOL_REPO)
+    qtbot.waitUntil(lambda: dialog.verdict.text().startswith("✗"), timeout=WAIT_MS)
+    assert "BOS token differs" in dialog.verdict.text()
+    # Only headers went over the wire for the checks, never a whole model.
+    assert fake_hub.bytes_served(SMOL) < 8 << 20

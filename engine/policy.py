@@ -9,49 +9,62 @@ tokens costs nearly k single steps, that is the honest answer.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
-EMA = 0.25  # weight of a new timing observation
+WINDOW = 15  # recent timings kept per batch width; their median resists a busy moment
+PLAIN_MARGIN = 1.05  # expected gain a drafter must promise before auto leaves plain decoding
 MEMORY = 0.85  # per-round decay of acceptance counts: about the last dozen rounds matter
 
 
 class CostModel:
-    """Seconds for one target decode of n tokens, and one draft-model step."""
+    """Seconds for one target decode of n tokens, and one draft-model step.
+
+    Each figure is the median of the last few observations (calibration first, then real
+    steps), so a spike from another program does not swing the choice. Costs are kept
+    monotone in n: verifying more tokens never costs less.
+    """
 
     def __init__(self, verify_s: dict[int, float], draft_step_s: float | None = None):
         assert 1 in verify_s, "the single-token step must be measured"
-        self._verify = dict(verify_s)
-        self.draft_step_s = draft_step_s
+        self._verify = {n: deque([t], maxlen=WINDOW) for n, t in verify_s.items()}
+        self._draft = deque([draft_step_s] if draft_step_s is not None else [], maxlen=WINDOW)
+        self._table: list[float] | None = None  # index n -> seconds, rebuilt after observations
 
     @property
     def step_s(self) -> float:
         """The target's single-token step: what plain decoding pays per token."""
-        return self._verify[1]
+        return self.verify_s(1)
+
+    @property
+    def draft_step_s(self) -> float | None:
+        return float(np.median(self._draft)) if self._draft else None
 
     def verify_s(self, n: int) -> float:
-        if n in self._verify:
-            return self._verify[n]
-        ns = np.array(sorted(self._verify))
-        ts = np.array([self._verify[k] for k in ns])
-        if n < ns[-1]:
-            return float(np.interp(n, ns, ts))
-        if len(ns) == 1:
-            return float(ts[0] * n)  # nothing better known: assume linear cost
-        slope = (ts[-1] - ts[-2]) / (ns[-1] - ns[-2])
-        return float(ts[-1] + slope * (n - ns[-1]))
+        table = self._table or self._build()
+        if n < len(table):
+            return table[n]
+        slope = (table[-1] - table[-2]) if len(table) > 2 else table[-1]
+        return table[-1] + slope * (n - len(table) + 1)
+
+    def _build(self) -> list[float]:
+        ns = sorted(self._verify)
+        medians = np.maximum.accumulate([float(np.median(self._verify[n])) for n in ns])
+        table = [0.0] + [float(np.interp(n, ns, medians)) for n in range(1, ns[-1] + 1)]
+        self._table = table
+        return table
 
     def observe_verify(self, n: int, seconds: float) -> None:
-        old = self._verify.get(n)
-        self._verify[n] = seconds if old is None else (1 - EMA) * old + EMA * seconds
+        self._verify.setdefault(n, deque(maxlen=WINDOW)).append(seconds)
+        self._table = None
 
     def observe_draft_step(self, seconds: float) -> None:
-        old = self.draft_step_s
-        self.draft_step_s = seconds if old is None else (1 - EMA) * old + EMA * seconds
+        self._draft.append(seconds)
 
     def as_dict(self) -> dict:
-        return {"verify_s": dict(sorted(self._verify.items())), "draft_step_s": self.draft_step_s}
+        return {"verify_s": {n: self.verify_s(n) for n in sorted(self._verify)}, "draft_step_s": self.draft_step_s}
 
 
 class AcceptanceTracker:
@@ -109,11 +122,14 @@ def best_choice(
     drafter can offer anything this round. fixed_k: each drafter offers exactly its k_max.
     """
     best = Choice("none", 0, 1.0 / costs.step_s if allow_none else 0.0)
+    # Drafting must beat plain decoding clearly: the model of acceptance is approximate, and a
+    # coin-flip gain is not worth a possible loss.
+    bar = best.expected_tps * PLAIN_MARGIN
     for name, (alpha, k_max) in options.items():
         per_token = (costs.draft_step_s or costs.step_s) if name == "draft" else 0.0
         for k in [k_max] if fixed_k else range(1, k_max + 1):
             tps = expected_tokens(alpha, k) / (k * per_token + costs.verify_s(k + 1))
-            if tps > best.expected_tps:
+            if tps > max(bar, best.expected_tps):
                 best = Choice(name, k, tps)
     return best
 

@@ -127,3 +127,17 @@ def test_an_overconfident_draft_model_gets_a_higher_stopping_threshold():
         overconfident.observe([0.95, 0.95, 0.95, 0.95], 0)  # sure and wrong
     assert honest.ratio > 0.7 and overconfident.ratio < 0.2
     assert draft_confidence_floor(costs, 2, overconfident) > draft_confidence_floor(costs, 2, honest)
+
+
+def test_cost_model_shrugs_off_a_spike_and_stays_monotone():
+    costs = CostModel({1: 0.030, 2: 0.040, 4: 0.070, 8: 0.120})
+    costs.observe_verify(1, 0.300)  # another program took the cores for a moment
+    assert costs.step_s == pytest.approx(0.165)  # median of two: not yet robust...
+    for _ in range(4):
+        costs.observe_verify(1, 0.031)
+    assert costs.step_s == pytest.approx(0.031)  # ...but a few normal steps outvote it
+    costs.observe_verify(2, 0.010)  # a noisy, impossibly cheap wide batch
+    costs.observe_verify(2, 0.010)
+    assert costs.verify_s(2) >= costs.verify_s(1)
+    assert costs.verify_s(3) == pytest.approx((costs.verify_s(2) + costs.verify_s(4)) / 2)
+    assert costs.verify_s(16) > costs.verify_s(8)

@@ -113,9 +113,14 @@ class ModelRunner:
         # llama.cpp clamps the batch to the context size; decoding more at once aborts the process.
         self.n_batch = min(llama_cpp.llama_n_batch(self._ctx), llama_cpp.llama_n_ubatch(self._ctx))
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
-        offload = llama_log.offloaded_layers(mark)
-        self.gpu_layers = offload[0] if offload else 0
         self.n_layers = llama_cpp.llama_model_n_layer(self._model)
+        offload = llama_log.offloaded_layers(mark)  # what llama.cpp says it did, when it says so
+        if offload:
+            self.gpu_layers = offload[0]
+        elif llama_cpp.llama_supports_gpu_offload():
+            self.gpu_layers = min(mparams.n_gpu_layers, self.n_layers + 1)  # + the output layer
+        else:
+            self.gpu_layers = 0
         self.backend = backend_name() if self.gpu_layers else "CPU"
         self.cached: list[int] = []  # tokens whose K/V the context holds, positions 0..n-1
         self._eog: dict[int, bool] = {}

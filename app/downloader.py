@@ -13,25 +13,22 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
     QSpinBox,
     QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from app.hub_tasks import BackgroundTasks
+from app.tables import add_row, human_size, make_table, selected_row
 from engine.compat import VocabInfo, incompatibility
 from engine.download import Download, DownloadRecord, Outcome, Progress, bytes_present, pending_downloads
 from engine.gguf import read_header
@@ -125,7 +122,7 @@ class DownloaderDialog(QDialog):
             search_row.addWidget(self.drafts_button)
 
         self.results_title = QLabel("Search the hub to see repositories.")
-        self.results = _table(["Repository", "Downloads", "Likes", "Licence", "Updated"])
+        self.results = make_table(["Repository", "Downloads", "Likes", "Licence", "Updated"])
         self.results.setToolTip("Select a repository to see its model files.")
         self.results.itemSelectionChanged.connect(self._repo_selected)
 
@@ -145,7 +142,7 @@ class DownloaderDialog(QDialog):
         files_head.addWidget(self.memory_label)
         files_head.addWidget(QLabel("Context:"))
         files_head.addWidget(self.context)
-        self.files = _table(["Quantization", "File", "Size", "Fit"])
+        self.files = make_table(["Quantization", "File", "Size", "Fit"], stretch=1)
         self.files.setToolTip("One row per model: split files (-00001-of-0000N) are one model.")
         self.files.itemSelectionChanged.connect(self._update_buttons)
         self.verdict = QLabel()
@@ -250,7 +247,7 @@ class DownloaderDialog(QDialog):
         self.results.setRowCount(0)
         for repo in repos:
             updated = repo.last_modified.strftime("%Y-%m-%d") if repo.last_modified else ""
-            _add_row(
+            add_row(
                 self.results,
                 [repo.repo_id, f"{repo.downloads:,}", f"{repo.likes:,}", repo.license or "?", updated],
                 numeric={1, 2},
@@ -260,7 +257,7 @@ class DownloaderDialog(QDialog):
     # -- one repository's files ------------------------------------------------------------------
 
     def _repo_selected(self) -> None:
-        row = _selected_row(self.results)
+        row = selected_row(self.results)
         if row is None:
             return
         repo_id = self._repos[row].repo_id
@@ -311,7 +308,7 @@ class DownloaderDialog(QDialog):
         kv = header.kv_bytes_per_token() if header else None
         for group in view.details.files.groups:
             fit = estimate_fit(group.size, self.context.value(), kv, view.memory)
-            row = _add_row(self.files, [group.quantization, group.label, _size(group.size), fit.value], numeric={2})
+            row = add_row(self.files, [group.quantization, group.label, human_size(group.size), fit.value], numeric={2})
             item = self.files.item(row, 3)
             item.setForeground(QColor(FIT_COLOURS[fit]))
             item.setToolTip(_fit_tooltip(group, self.context.value(), kv, view.memory))
@@ -342,7 +339,7 @@ class DownloaderDialog(QDialog):
     # -- downloading ----------------------------------------------------------------------------
 
     def selected_group(self) -> QuantGroup | None:
-        row = _selected_row(self.files)
+        row = selected_row(self.files)
         return self._view.details.files.groups[row] if self._view and row is not None else None
 
     def start_download(self) -> None:
@@ -398,7 +395,7 @@ class DownloaderDialog(QDialog):
         elif outcome is Outcome.PAUSED:
             done = bytes_present(download.record, self.dest_dir)
             self.status.setText(
-                f"Paused at {_size(done)} of {_size(download.record.size)}; the partial file is kept. Resume any time."
+                f"Paused at {human_size(done)} of {human_size(download.record.size)}; the partial file is kept. Resume any time."
             )
         else:
             self.progress.setValue(0)
@@ -428,7 +425,7 @@ class DownloaderDialog(QDialog):
         self.progress.setValue(round(done / record.size * 1000) if record.size else 0)
         more = f" (and {len(pending) - 1} more)" if len(pending) > 1 else ""
         self.status.setText(
-            f"Unfinished download: {record.name} from {record.repo_id}, {_size(done)} of {_size(record.size)}{more}. "
+            f"Unfinished download: {record.name} from {record.repo_id}, {human_size(done)} of {human_size(record.size)}{more}. "
             "Resume or cancel it."
         )
         self._update_buttons()
@@ -457,42 +454,8 @@ class DownloaderDialog(QDialog):
 # -- small helpers ------------------------------------------------------------------------------
 
 
-def _table(headers: list[str]) -> QTableWidget:
-    table = QTableWidget(0, len(headers))
-    table.setHorizontalHeaderLabels(headers)
-    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    table.verticalHeader().hide()
-    table.setAlternatingRowColors(True)
-    header = table.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setSectionResizeMode(0 if headers[0] == "Repository" else 1, QHeaderView.ResizeMode.Stretch)
-    return table
-
-
-def _add_row(table: QTableWidget, cells: list[str], numeric: set[int] = frozenset()) -> int:
-    row = table.rowCount()
-    table.insertRow(row)
-    for column, text in enumerate(cells):
-        item = QTableWidgetItem(text)
-        if column in numeric:
-            item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        table.setItem(row, column, item)
-    return row
-
-
-def _selected_row(table: QTableWidget) -> int | None:
-    rows = table.selectionModel().selectedRows()
-    return rows[0].row() if rows else None
-
-
 def _short(name: str, limit: int = 32) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
-
-
-def _size(n: int) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
 
 def _duration(seconds: float) -> str:
@@ -506,8 +469,8 @@ def _duration(seconds: float) -> str:
 
 def _progress_text(name: str, p: Progress) -> str:
     if p.phase == "checking":
-        return f"Checking the partial file of {name}… {_size(p.done)}"
-    parts = [f"{name}: {_size(p.done)} of {_size(p.total)}"]
+        return f"Checking the partial file of {name}… {human_size(p.done)}"
+    parts = [f"{name}: {human_size(p.done)} of {human_size(p.total)}"]
     if p.speed > 0:
         parts.append(f"{p.speed / 1e6:.1f} MB/s")
     if p.eta_s is not None:
@@ -518,17 +481,19 @@ def _progress_text(name: str, p: Progress) -> str:
 def _memory_text(memory: MachineMemory) -> str:
     parts = []
     if memory.free_ram is not None:
-        parts.append(f"{_size(memory.free_ram)} RAM free")
+        parts.append(f"{human_size(memory.free_ram)} RAM free")
     if memory.free_vram is not None:
-        parts.append(f"{_size(memory.free_vram)} VRAM free")
+        parts.append(f"{human_size(memory.free_vram)} VRAM free")
     return ", ".join(parts) or "free memory unknown"
 
 
 def _fit_tooltip(group: QuantGroup, n_ctx: int, kv: int | None, memory: MachineMemory) -> str:
     kv_text = (
-        f"{_size(n_ctx * kv)} KV cache for {n_ctx:,} tokens" if kv else f"a KV cache for {n_ctx:,} tokens (estimated)"
+        f"{human_size(n_ctx * kv)} KV cache for {n_ctx:,} tokens"
+        if kv
+        else f"a KV cache for {n_ctx:,} tokens (estimated)"
     )
     return (
-        f"{_size(group.size)} of weights plus {kv_text} and runtime overhead, "
+        f"{human_size(group.size)} of weights plus {kv_text} and runtime overhead, "
         f"against {_memory_text(memory)}.\nFits: under 3/4 of free memory. Tight: under all of it."
     )

@@ -49,6 +49,11 @@ def start_smol_download(qtbot, dialog):
     qtbot.mouseClick(dialog.download_button, Qt.MouseButton.LeftButton)
 
 
+def downloading(dialog) -> bool:
+    """Progress has been shown: the status reads '<file>: 10.5 MB of 98.4 MB · 250 MB/s · …'."""
+    return f"{SMOL}: " in dialog.status.text() and " of 98.4 MB" in dialog.status.text()
+
+
 def stall(fake_hub, at: int) -> threading.Event:
     gate = threading.Event()
     fake_hub.hold_at[SMOL] = (at, gate)
@@ -75,7 +80,7 @@ def test_download_shows_progress_and_cancel_deletes_the_part(qtbot, fake_hub, li
     dialog.model_downloaded.connect(landed.append)
     start_smol_download(qtbot, dialog)
 
-    qtbot.waitUntil(lambda: dialog.progress.value() > 0 and "MB of 98.4 MB" in dialog.status.text(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: downloading(dialog), timeout=WAIT_MS)
     assert not dialog.download_button.isEnabled()
     qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
     gate.set()  # the transfer goes on; the download notices the cancel at its next bytes
@@ -95,6 +100,7 @@ def test_download_lands_and_is_announced(qtbot, fake_hub, library):
     assert path == library.models_dir / SMOL
     assert path.stat().st_size == 98_362_432
     assert "verified" in dialog.status.text()
+    assert dialog.progress.value() == dialog.progress.maximum()
     assert [e.path.name for e in library.scan()] == [SMOL]
 
 
@@ -102,7 +108,7 @@ def test_pause_then_resume_in_a_new_dialog(qtbot, fake_hub, library):
     gate = stall(fake_hub, 10_000_000)
     dialog = open_dialog(qtbot, library)
     start_smol_download(qtbot, dialog)
-    qtbot.waitUntil(lambda: dialog.progress.value() > 0, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: downloading(dialog), timeout=WAIT_MS)
     qtbot.mouseClick(dialog.pause_button, Qt.MouseButton.LeftButton)
     gate.set()
     qtbot.waitUntil(lambda: dialog.pause_button.text() == "Resume", timeout=WAIT_MS)

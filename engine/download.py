@@ -112,23 +112,24 @@ class Download:
         self._stop.set()
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> Outcome:
-        self._stop.clear()
+        if self._cancel.is_set():  # cancelled before it (re)started
+            self.discard()
+            return Outcome.CANCELLED
+        self._stop.clear()  # a pause ends when run() is called again
         with _disk_errors(self.dest_dir):
             self.dest_dir.mkdir(parents=True, exist_ok=True)
+            landed = [self._landed(f) for f in self.record.files]  # refuses to overwrite others' files
             self._check_disk_space()
             _write_record(self._record_path(), self.record)
             meter = _Meter(self.record.size, on_progress)
             meter.done = sum(_bytes_present(self._dest(f)) for f in self.record.files)
-            for file in self.record.files:
-                if self._dest(file).exists():
-                    continue  # a part that already landed (verified then)
-                if not self._fetch(file, meter):
-                    break
-        if self._cancel.is_set():
-            self.discard()
-            return Outcome.CANCELLED
-        if self._stop.is_set():
-            return Outcome.PAUSED
+            for file, already in zip(self.record.files, landed, strict=True):
+                # A part that landed in an earlier run was verified then.
+                if not already and not self._fetch(file, meter):
+                    if self._cancel.is_set():
+                        self.discard()
+                        return Outcome.CANCELLED
+                    return Outcome.PAUSED
         self._record_path().unlink(missing_ok=True)
         meter.report(force=True)
         return Outcome.DONE
@@ -138,6 +139,17 @@ class Download:
         for file in self.record.files:
             _part(self._dest(file)).unlink(missing_ok=True)
         self._record_path().unlink(missing_ok=True)
+
+    def _landed(self, file: HubFile) -> bool:
+        dest = self._dest(file)
+        if not dest.exists():
+            return False
+        if dest.stat().st_size != file.size:
+            raise DownloadError(
+                f"A different file named {file.name} is already in {self.dest_dir}.",
+                hint="Remove it from the library (or rename it), then download again.",
+            )
+        return True
 
     def _dest(self, file: HubFile) -> Path:
         return self.dest_dir / file.name

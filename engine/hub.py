@@ -311,7 +311,7 @@ class Hub:
         # Sizes are compared name to name ("0.5B" vs "1.5B"): a header's exact count runs higher.
         target_params = params_in_name(target.name) or target.n_params
         found = []
-        for repo in self.search(target.family, "downloads", limit=100):
+        for repo in self.search(target.family or target.architecture, "downloads", limit=100):
             n_params = params_in_name(repo.repo_id.split("/")[-1])
             if n_params is not None and n_params < target_params:
                 found.append(DraftSuggestion(repo, n_params))

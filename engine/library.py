@@ -314,10 +314,13 @@ class ModelLibrary:
         # Cheap rejections first: a draft is smaller, and the vocabulary sizes must be close.
         if draft.n_params >= target.n_params or abs(draft.n_vocab - target.n_vocab) > MAX_VOCAB_SIZE_DIFFERENCE:
             return False
-        t_key, d_key = _stat_key(target.path), _stat_key(draft.path)
-        verdict_key = f"{_cache_key(t_key)}||{_cache_key(d_key)}"
-        if verdict_key not in self._verdicts:
-            self._verdicts[verdict_key] = incompatibility(_vocab(*t_key), _vocab(*d_key)) or ""
+        try:
+            t_key, d_key = _stat_key(target.path), _stat_key(draft.path)
+            verdict_key = f"{_cache_key(t_key)}||{_cache_key(d_key)}"
+            if verdict_key not in self._verdicts:
+                self._verdicts[verdict_key] = incompatibility(_vocab(*t_key), _vocab(*d_key)) or ""
+        except (OSError, ModelFileError):
+            return False  # changed or gone since the scan: not offered; the next scan reports it
         return self._verdicts[verdict_key] == ""
 
     def reveal_in_file_manager(self, entry: ModelEntry) -> None:

@@ -244,3 +244,12 @@ def test_repo_details_reads_one_header_for_the_whole_repository(fake_hub):
     assert details.header.kv_bytes_per_token() == 28_672
     assert details.header.architecture == "qwen2"
     assert fake_hub.bytes_served("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf") <= 16 << 20
+
+
+def test_a_different_file_with_the_same_name_is_not_overwritten(fake_hub, tmp_path):
+    (tmp_path / SMOL).write_bytes(b"my own notes")
+    with pytest.raises(DownloadError, match="different file named"):
+        smol_download(Hub(), tmp_path).run()
+    assert (tmp_path / SMOL).read_bytes() == b"my own notes"
+    assert [p.name for p in tmp_path.iterdir()] == [SMOL]  # no record, no part file
+    assert fake_hub.bytes_served(SMOL) == 0

@@ -81,7 +81,8 @@ class DownloaderDialog(QDialog):
         self._download: Download | None = None
         self._downloading = False
         self._target_vocab: VocabInfo | None = None
-        self._request = 0  # newest search / repo request: older answers are dropped
+        # Numbers of the newest search and repository requests: older answers are dropped.
+        self._search_request = self._repo_request = 0
         self._build()
         self._show_pending()
 
@@ -222,20 +223,17 @@ class DownloaderDialog(QDialog):
 
     def _ask(self, doing: str, fn, on_success) -> None:
         """Run fn on the pool; only the newest request's answer is shown."""
-        self._request += 1
-        request = self._request
+        self._search_request += 1
+        request = self._search_request
         self.results_title.setText(doing)
-        self.search_button.setEnabled(False)
 
         def succeeded(value):
-            if request == self._request:
-                self.search_button.setEnabled(True)
+            if request == self._search_request:
                 self.banner.hide()
                 on_success(value)
 
         def failed(message):
-            if request == self._request:
-                self.search_button.setEnabled(True)
+            if request == self._search_request:
                 self.results_title.setText("No results.")
                 self._show_error(message)
 
@@ -243,6 +241,7 @@ class DownloaderDialog(QDialog):
 
     def _show_results(self, repos: list[RepoSummary], title: str | None = None) -> None:
         self._repos = repos
+        self._repo_request += 1  # a repository still loading belongs to the old list
         self.results_title.setText(title or (f"{len(repos)} repositories" if repos else "No GGUF repositories found."))
         self.results.setRowCount(0)
         for repo in repos:
@@ -263,20 +262,20 @@ class DownloaderDialog(QDialog):
         repo_id = self._repos[row].repo_id
         self._set_files(None)
         self.files_title.setText(f"Files in {repo_id}: loading…")
-        self._request += 1
-        request = self._request
+        self._repo_request += 1
+        request = self._repo_request
 
         def load(_report) -> _RepoView:
             details = self.hub.repo_details(repo_id)
             return _RepoView(details, machine_memory(), self._draft_verdict(details))
 
         def loaded(view: _RepoView) -> None:
-            if request == self._request:
+            if request == self._repo_request:
                 self.banner.hide()
                 self._set_files(view)
 
         def failed(message: str) -> None:
-            if request == self._request:
+            if request == self._repo_request:
                 self.files_title.setText(f"Files in {repo_id}: not available")
                 self._show_error(message)
 

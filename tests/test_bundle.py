@@ -1,0 +1,77 @@
+"""The double-click bundle: build it with packaging/build.sh, then run the bundle's own self-test.
+
+A build takes minutes, so these run only with SPECULA_BUNDLE_TEST=1 (.ci/run sets it). With it
+set, a failed build is a failed test, never a skip.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.models import REPO
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("SPECULA_BUNDLE_TEST") != "1",
+    reason="building the bundle takes minutes; set SPECULA_BUNDLE_TEST=1 to build and test it (.ci/run does)",
+)
+BUNDLE = REPO / "dist" / "specula"
+# On Windows the window app cannot print; its console twin runs the self-test.
+EXE = BUNDLE / ("specula-selftest.exe" if sys.platform == "win32" else "specula")
+MAX_BYTES = 300 * 1024 * 1024
+# Qt modules the app does not use, as they would appear in file names (Qt6WebEngineCore, QtQuick.abi3.so ...).
+UNUSED_QT = re.compile(
+    r"webengine|3d|quick|qml|multimedia|pdf|charts|datavisualization|bluetooth|designer|sql|test|positioning"
+    r"|sensors|serialport|nfc"
+)
+
+
+@pytest.fixture(scope="module")
+def bundle() -> Path:
+    build = subprocess.run(
+        ["bash", str(REPO / "packaging" / "build.sh")],
+        cwd=REPO,
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, f"build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
+    assert EXE.is_file()
+    return BUNDLE
+
+
+def run_bundle(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    # Away from the repo and without PYTHONPATH: the bundle must carry everything itself.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    return subprocess.run([str(EXE), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_bundle_self_test_passes(bundle, smollm2_path, tmp_path):
+    result = run_bundle("--self-test", smollm2_path, smollm2_path, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("specula self-test OK:"), result.stdout
+    assert "qt offscreen OK" in result.stdout
+
+
+def test_bundle_self_test_fails_on_a_bad_file(bundle, tmp_path):
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"\0" * 64)
+    result = run_bundle("--self-test", str(junk), cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.startswith("specula self-test FAILED:") and "junk.gguf" in result.stdout
+
+
+def test_bundle_size_is_within_budget(bundle):
+    size = sum(p.lstat().st_size for p in bundle.rglob("*") if p.is_file() and not p.is_symlink())
+    print(f"bundle size: {size / 1024**2:.0f} MiB")
+    assert size <= MAX_BYTES, f"the bundle is {size / 1024**2:.0f} MiB, over {MAX_BYTES / 1024**2:.0f} MiB"
+
+
+def test_bundle_leaves_out_unused_qt_modules(bundle):
+    qt_files = [p.name.lower() for p in (bundle / "_internal" / "PySide6").rglob("*") if p.is_file()]
+    unused = sorted(name for name in qt_files if UNUSED_QT.search(name))
+    assert unused == []
+    assert "qtwidgets.abi3.so" in qt_files or "qtwidgets.pyd" in qt_files  # the search looked in the right place

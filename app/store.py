@@ -1,0 +1,352 @@
+"""Conversations, messages, their statistics and token sources, in SQLite.
+
+The database is `chats.sqlite3` in the data folder. Answers are written while they stream:
+the app appends tokens in small transactions (a few per second) and keeps the message marked
+incomplete until its last event, so a crash or a kill keeps what was on the screen.
+
+The schema is versioned in the `schema_version` table; MIGRATIONS lists the statements that
+take a database from one version to the next. A database made by a newer Specula is refused
+rather than guessed at.
+
+Threading: a Store belongs to the thread that opened it (the GUI thread). It never imports Qt.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.metrics import AnswerStats
+from engine.paths import data_dir
+
+DB_NAME = "chats.sqlite3"
+
+# MIGRATIONS[n] takes the database from version n to n + 1.
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE conversations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: late events cannot hit a new row
+            title TEXT NOT NULL,
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            deleted REAL  -- set while an undo is possible; such rows are purged on the next open
+        )""",
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+            content TEXT NOT NULL DEFAULT '',
+            complete INTEGER NOT NULL DEFAULT 1,  -- 0 while an answer streams (or if it never finished)
+            finish_reason TEXT,
+            error TEXT,
+            stats TEXT,       -- AnswerStats.to_dict(), JSON
+            params TEXT,      -- models, sampling, speculation and the seed used, JSON
+            comparison TEXT,  -- the result of "compare with plain decoding", JSON
+            created REAL NOT NULL
+        )""",
+        "CREATE INDEX messages_by_conversation ON messages(conversation_id, id)",
+        """CREATE TABLE tokens (
+            message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            source TEXT NOT NULL,  -- 'target', 'draft' or 'lookup' (engine.config.TokenSource)
+            round INTEGER NOT NULL,  -- the verification round that produced it, from 0
+            PRIMARY KEY (message_id, idx)
+        ) WITHOUT ROWID""",
+    ],
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class StoreError(Exception):
+    """The chat database cannot be used; str() is a message for the user."""
+
+
+@dataclass
+class Token:
+    text: str
+    source: str  # TokenSource value
+    round: int
+
+
+@dataclass
+class Conversation:
+    id: int
+    title: str
+    created: float
+    updated: float
+
+
+@dataclass
+class Message:
+    id: int
+    conversation_id: int
+    role: str
+    content: str = ""
+    complete: bool = True
+    finish_reason: str | None = None
+    error: str | None = None
+    stats: AnswerStats | None = None
+    params: dict = field(default_factory=dict)
+    comparison: dict | None = None
+    created: float = 0.0
+    tokens: list[Token] = field(default_factory=list)
+
+
+class Store:
+    def __init__(self, path: Path | str | None = None):
+        self.path = Path(path) if path else data_dir() / DB_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: transactions are explicit (see _tx), nothing is left open.
+        self.db = sqlite3.connect(self.path, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA foreign_keys = ON")
+        # WAL: a writer never blocks readers, and a killed process loses at most the open transaction.
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        self.migrate()
+        self.purge_deleted()
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def version(self) -> int:
+        self.db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = self.db.execute("SELECT version FROM schema_version").fetchone()
+        return row[0] if row else 0
+
+    def migrate(self) -> None:
+        current = self.version()
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} was written by a newer version of Specula (schema {current}; this one knows "
+                f"{SCHEMA_VERSION}). Update Specula, or move the file away to start with an empty history."
+            )
+        for version in range(current, SCHEMA_VERSION):
+            with self._tx():
+                for statement in MIGRATIONS[version]:
+                    self.db.execute(statement)
+                self.db.execute("DELETE FROM schema_version")
+                self.db.execute("INSERT INTO schema_version (version) VALUES (?)", (version + 1,))
+
+    def _tx(self):
+        return _Transaction(self.db)
+
+    # -- conversations ----------------------------------------------------------------------
+
+    def conversations(self, search: str = "") -> list[Conversation]:
+        """Newest first; with search, those whose title or any message contains it (any case)."""
+        sql = "SELECT id, title, created, updated FROM conversations WHERE deleted IS NULL"
+        args: list = []
+        if search.strip():
+            pattern = "%" + _escape_like(search.strip()) + "%"
+            sql += (
+                " AND (title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m"
+                " WHERE m.conversation_id = conversations.id AND m.content LIKE ? ESCAPE '\\'))"
+            )
+            args = [pattern, pattern]
+        sql += " ORDER BY updated DESC, id DESC"
+        return [Conversation(*row) for row in self.db.execute(sql, args)]
+
+    def conversation(self, conversation_id: int) -> Conversation | None:
+        row = self.db.execute(
+            "SELECT id, title, created, updated FROM conversations WHERE id = ? AND deleted IS NULL",
+            (conversation_id,),
+        ).fetchone()
+        return Conversation(*row) if row else None
+
+    def create_conversation(self, title: str) -> Conversation:
+        now = time.time()
+        with self._tx():
+            cur = self.db.execute(
+                "INSERT INTO conversations (title, created, updated) VALUES (?, ?, ?)", (title, now, now)
+            )
+        return Conversation(cur.lastrowid, title, now, now)
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        with self._tx():
+            self.db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """Hide a conversation; undo_delete brings it back until purge_deleted (the next start)."""
+        with self._tx():
+            self.db.execute("UPDATE conversations SET deleted = ? WHERE id = ?", (time.time(), conversation_id))
+
+    def undo_delete(self, conversation_id: int) -> None:
+        with self._tx():
+            self.db.execute("UPDATE conversations SET deleted = NULL WHERE id = ?", (conversation_id,))
+
+    def purge_deleted(self) -> None:
+        with self._tx():
+            self.db.execute("DELETE FROM conversations WHERE deleted IS NOT NULL")
+
+    def _touch(self, conversation_id: int) -> None:
+        self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation_id))
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def messages(self, conversation_id: int) -> list[Message]:
+        rows = self.db.execute(
+            "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+        ).fetchall()
+        messages = [_message(row) for row in rows]
+        by_id = {m.id: m for m in messages}
+        tokens = self.db.execute(
+            "SELECT t.message_id, t.text, t.source, t.round FROM tokens t JOIN messages m ON m.id = t.message_id"
+            " WHERE m.conversation_id = ? ORDER BY t.message_id, t.idx",
+            (conversation_id,),
+        )
+        for message_id, text, source, round_ in tokens:
+            by_id[message_id].tokens.append(Token(text, source, round_))
+        return messages
+
+    def message(self, message_id: int) -> Message | None:
+        row = self.db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            return None
+        message = _message(row)
+        message.tokens = [
+            Token(*r)
+            for r in self.db.execute(
+                "SELECT text, source, round FROM tokens WHERE message_id = ? ORDER BY idx", (message_id,)
+            )
+        ]
+        return message
+
+    def add_message(
+        self, conversation_id: int, role: str, content: str = "", *, complete: bool = True, params: dict | None = None
+    ) -> Message:
+        now = time.time()
+        with self._tx():
+            cur = self.db.execute(
+                "INSERT INTO messages (conversation_id, role, content, complete, params, created)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (conversation_id, role, content, int(complete), _json(params or {}), now),
+            )
+            self._touch(conversation_id)
+        return Message(cur.lastrowid, conversation_id, role, content, complete, params=params or {}, created=now)
+
+    def append_tokens(
+        self,
+        message_id: int,
+        first_index: int,
+        tokens: Sequence[Token],
+        content: str,
+        stats: AnswerStats | None = None,
+    ) -> None:
+        """Add streamed tokens (numbered from first_index) and the text so far, in one commit."""
+        with self._tx():
+            self.db.executemany(
+                "INSERT OR REPLACE INTO tokens (message_id, idx, text, source, round) VALUES (?, ?, ?, ?, ?)",
+                [(message_id, first_index + i, t.text, t.source, t.round) for i, t in enumerate(tokens)],
+            )
+            self.db.execute(
+                "UPDATE messages SET content = ?, stats = COALESCE(?, stats) WHERE id = ?",
+                (content, _json(stats.to_dict()) if stats else None, message_id),
+            )
+
+    def finish_message(
+        self,
+        message_id: int,
+        content: str,
+        finish_reason: str,
+        stats: AnswerStats | None,
+        error: str | None = None,
+    ) -> None:
+        with self._tx():
+            self.db.execute(
+                "UPDATE messages SET content = ?, complete = 1, finish_reason = ?, error = ?,"
+                " stats = COALESCE(?, stats) WHERE id = ?",
+                (content, finish_reason, error, _json(stats.to_dict()) if stats else None, message_id),
+            )
+            self._touch_message(message_id)
+
+    def update_content(self, message_id: int, content: str) -> None:
+        with self._tx():
+            self.db.execute("UPDATE messages SET content = ? WHERE id = ?", (content, message_id))
+            self._touch_message(message_id)
+
+    def set_comparison(self, message_id: int, comparison: dict) -> None:
+        with self._tx():
+            self.db.execute("UPDATE messages SET comparison = ? WHERE id = ?", (_json(comparison), message_id))
+
+    def delete_messages_after(self, message_id: int, *, inclusive: bool = False) -> None:
+        """Delete the messages that follow message_id in its conversation (and it, if inclusive)."""
+        row = self.db.execute("SELECT conversation_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            return
+        op = ">=" if inclusive else ">"
+        with self._tx():
+            self.db.execute(f"DELETE FROM messages WHERE conversation_id = ? AND id {op} ?", (row[0], message_id))
+
+    def _touch_message(self, message_id: int) -> None:
+        row = self.db.execute("SELECT conversation_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row:
+            self._touch(row[0])
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+
+    def __enter__(self):
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type, exc, tb):
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        return False
+
+
+def _message(row: sqlite3.Row) -> Message:
+    stats = _load(row["stats"])
+    return Message(
+        id=row["id"],
+        conversation_id=row["conversation_id"],
+        role=row["role"],
+        content=row["content"],
+        complete=bool(row["complete"]),
+        finish_reason=row["finish_reason"],
+        error=row["error"],
+        stats=AnswerStats.from_dict(stats) if stats else None,
+        params=_load(row["params"]) or {},
+        comparison=_load(row["comparison"]),
+        created=row["created"],
+    )
+
+
+def _json(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _load(text: str | None):
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def title_from(text: str, limit: int = 48) -> str:
+    """A conversation title from its first message: the first line, cut at a word."""
+    line = next((s.strip() for s in text.splitlines() if s.strip()), "New chat")
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0]
+    return (cut if len(cut) > limit // 2 else line[:limit]).rstrip(" ,.;:") + "…"
+
+
+def history(messages: Iterable[Message]) -> list[Message]:
+    """The messages worth sending to the model: drop answers that are only an error."""
+    return [m for m in messages if m.role == "user" or m.content.strip()]

@@ -1,0 +1,445 @@
+"""The conversation on screen: one widget per message in a scroll area.
+
+Streaming is cheap by construction: tokens are queued and drawn at most once per frame
+(FRAME_MS), only the streaming message's own text changes, and the view keeps following the
+end only while the reader is at the end.
+"""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication, QPalette
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import theme
+from app.rich_text import MessageBody
+from app.stats_footer import StatsFooter
+from app.store import Message, Token
+from engine.metrics import AnswerStats
+
+FRAME_MS = 16  # about 60 screen updates a second, whatever the token rate
+MAX_WIDTH_EM = 60  # readable line length for the message column
+
+
+def message_state(message: Message, streaming: bool) -> str:
+    if streaming:
+        return "streaming"
+    if not message.complete:
+        return "incomplete"
+    return {"cancelled": "stopped", "length": "length", "context": "context", "error": "error"}.get(
+        message.finish_reason or "", "done"
+    )
+
+
+class MessageWidget(QFrame):
+    edit_requested = Signal(int)
+    regenerate_requested = Signal(int)
+    compare_requested = Signal(int)
+
+    def __init__(self, message: Message, *, colours: bool, streaming: bool = False, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.message = message
+        self.streaming = streaming
+        self.live_stats: AnswerStats | None = None
+        self.is_user = message.role == "user"
+        self.setObjectName("userMessage" if self.is_user else "assistantMessage")
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        layout = QVBoxLayout(self)
+        pad = self.fontMetrics().height() // 2
+        layout.setContentsMargins(pad + 4, pad, pad + 4, pad)
+        layout.setSpacing(4)
+
+        header = QHBoxLayout()
+        header.setSpacing(6)
+        self.role_label = QLabel()
+        header.addWidget(self.role_label)
+        self.meta_label = QLabel()
+        header.addWidget(self.meta_label)
+        header.addStretch(1)
+        self.copy_button = self._tool("Copy", "Copy this message's text (Markdown) to the clipboard", self.copy)
+        header.addWidget(self.copy_button)
+        if self.is_user:
+            self.edit_button = self._tool(
+                "Edit", "Edit this message and send it again (Ctrl+Up)", lambda: self.edit_requested.emit(message.id)
+            )
+            header.addWidget(self.edit_button)
+        else:
+            self.regenerate_button = self._tool(
+                "Regenerate", "Write this answer again (Ctrl+R)", lambda: self.regenerate_requested.emit(message.id)
+            )
+            header.addWidget(self.regenerate_button)
+        layout.addLayout(header)
+
+        self.body = MessageBody(self)
+        self.body.token_tooltip = self.token_tooltip
+        layout.addWidget(self.body)
+
+        self.error_label = QLabel()
+        self.error_label.setWordWrap(True)
+        self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error_label.setVisible(False)
+        layout.addWidget(self.error_label)
+
+        self.footer: StatsFooter | None = None
+        if not self.is_user:
+            self.footer = StatsFooter(self)
+            self.footer.set_params(message.params)
+            self.footer.compare_requested.connect(lambda: self.compare_requested.emit(self.message.id))
+            layout.addWidget(self.footer)
+
+        self.body.set_content(
+            message.content, message.tokens, streaming=streaming, colours=colours and not self.is_user
+        )
+        self._refresh()
+        self._restyle()
+
+    def _tool(self, text: str, tip: str, slot) -> QToolButton:
+        button = QToolButton(self)
+        button.setText(text)
+        button.setToolTip(tip)
+        button.setAutoRaise(True)
+        button.clicked.connect(slot)
+        return button
+
+    # -- content ------------------------------------------------------------------------------
+
+    def append_tokens(self, tokens: list[Token]) -> None:
+        self.body.append(tokens)
+
+    def set_live_stats(self, stats: AnswerStats) -> None:
+        self.live_stats = stats
+        if self.footer:
+            self.footer.set_stats(stats, "streaming")
+
+    def finish(self, message: Message) -> None:
+        self.message = message
+        self.streaming = False
+        self.live_stats = None
+        self.body.finish(message.content, message.tokens)
+        self._refresh()
+
+    def set_colours(self, colours: bool) -> None:
+        if not self.is_user:
+            self.body.set_colours(colours)
+
+    def set_last(self, last: bool, busy: bool) -> None:
+        """Edit and Regenerate apply to the last exchange only."""
+        if self.is_user:
+            self.edit_button.setVisible(last)
+            self.edit_button.setEnabled(not busy)
+        else:
+            self.regenerate_button.setVisible(last)
+            self.regenerate_button.setEnabled(not busy)
+
+    def set_comparison(self, comparison: dict | None, running: bool = False) -> None:
+        if self.footer:
+            self.footer.set_comparison(comparison, running)
+
+    def set_assistant_name(self, name: str) -> None:
+        if not self.is_user:
+            self.role_label.setText(f"<b>{html.escape(name)}</b>")
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.body.plain_text())
+        self.copy_button.setText("Copied")
+        QTimer.singleShot(1500, self.copy_button, lambda: self.copy_button.setText("Copy"))
+
+    def _refresh(self) -> None:
+        m = self.message
+        if self.is_user:
+            self.role_label.setText("<b>You</b>")
+        else:
+            self.set_assistant_name(m.params.get("target") or "Assistant")
+            draft = m.params.get("draft")
+            self.meta_label.setText(f"with {html.escape(draft)}" if draft else "")
+        if m.error:
+            self.error_label.setText(error_html(m.error))
+        self.error_label.setVisible(bool(m.error))
+        if self.footer:
+            self.footer.set_params(m.params)
+            self.footer.set_stats(self.live_stats or m.stats, message_state(m, self.streaming))
+            if m.comparison:
+                self.footer.set_comparison(m.comparison)
+
+    def token_tooltip(self, index: int) -> str:
+        tokens = self.body.tokens
+        if not 0 <= index < len(tokens):
+            return ""
+        token = tokens[index]
+        stats = self.live_stats or self.message.stats
+        lines = [
+            f"<b>{html.escape(theme.SOURCE_LABELS.get(token.source, token.source).capitalize())}</b>: "
+            f"{html.escape(theme.SOURCE_DESCRIPTIONS.get(token.source, ''))}",
+            f"Token {index + 1} of {len(tokens)}: <code>{html.escape(repr(token.text))}</code>",
+        ]
+        if stats and 0 <= token.round < len(stats.rounds):
+            drafter, k, drafted, accepted = stats.rounds[token.round]
+            if drafted:
+                who = {"draft": "draft model", "lookup": "prompt lookup"}.get(drafter, drafter)
+                lines.append(
+                    f"Round {token.round + 1}: {who} drafted {drafted} (draft length {k}), target accepted {accepted}"
+                )
+            else:
+                lines.append(f"Round {token.round + 1}: nothing drafted, one plain target step")
+        return "<br>".join(lines)
+
+    # -- looks --------------------------------------------------------------------------------
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._restyle()
+
+    _restyling = False
+
+    def _restyle(self) -> None:
+        if self._restyling:
+            return
+        self._restyling = True
+        try:
+            pal = QGuiApplication.palette()
+            self.meta_label.setStyleSheet(f"color: {theme.css(theme.subtle(pal))};")
+            self.error_label.setStyleSheet(f"color: {theme.css(theme.error_colour(pal))};")
+            if self.is_user:
+                self.setAutoFillBackground(True)
+                own = self.palette()
+                own.setColor(QPalette.ColorRole.Window, theme.card(pal, 0.07))
+                self.setPalette(own)
+                self.setFrameShape(QFrame.Shape.NoFrame)
+        finally:
+            self._restyling = False
+
+
+def error_html(text: str) -> str:
+    first, _, rest = text.partition("\n")
+    out = f"<b>⚠ {html.escape(first)}</b>"
+    if rest:
+        out += "<br>" + html.escape(rest).replace("\n", "<br>")
+    return out
+
+
+class Notice(QFrame):
+    """A message from the app itself in the chat (a model that failed to load, a draft left out)."""
+
+    closed = Signal()
+
+    def __init__(self, text: str, kind: str = "error", actions: list[tuple[str, object]] | None = None, parent=None):
+        super().__init__(parent)
+        self.kind = kind
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        layout = QHBoxLayout(self)
+        self.label = QLabel(error_html(text) if kind == "error" else html.escape(text).replace("\n", "<br>"))
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.label, 1)
+        for label, slot in actions or []:
+            button = QToolButton(self)
+            button.setText(label)
+            button.clicked.connect(slot)
+            layout.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
+        close = QToolButton(self)
+        close.setText("✕")
+        close.setAutoRaise(True)
+        close.setToolTip("Dismiss")
+        close.clicked.connect(self._close)
+        layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
+        if kind == "error":
+            self.label.setStyleSheet(f"color: {theme.css(theme.error_colour())};")
+
+    def text(self) -> str:
+        return self.label.text()
+
+    def _close(self) -> None:
+        self.closed.emit()
+        self.deleteLater()
+
+
+class ChatView(QScrollArea):
+    edit_requested = Signal(int)
+    regenerate_requested = Signal(int)
+    compare_requested = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.column = QWidget()
+        self.column.setObjectName("chatColumn")
+        self.column_layout = QVBoxLayout(self.column)
+        self.column_layout.setSpacing(self.fontMetrics().height() // 2)
+        self.column_layout.addStretch(1)  # keeps messages at the top while they are few
+        self.setWidget(self.column)
+        self.placeholder = QLabel(
+            "Ask anything. Answers stream as they are written; under each one, Specula shows what "
+            "speculative decoding did: accepted drafts, tokens per second and the estimated speedup."
+        )
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.column_layout.insertWidget(0, self.placeholder)
+        self.widgets: dict[int, MessageWidget] = {}
+        self.notices: list[Notice] = []
+        self.colours = False
+        self.busy = False
+        self._pending: dict[int, list[Token]] = {}
+        self._frame = QTimer(self)
+        self._frame.setSingleShot(True)
+        self._frame.setInterval(FRAME_MS)
+        self._frame.timeout.connect(self._draw_pending)
+        self._follow = True
+        self.verticalScrollBar().rangeChanged.connect(self._keep_following)
+        self.verticalScrollBar().valueChanged.connect(self._user_scrolled)
+        self.frames_drawn = 0  # for tests: token batches drawn
+        self._restyle()
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def set_messages(self, messages: list[Message], streaming_id: int | None = None, streaming_tokens=None) -> None:
+        self._pending.clear()
+        for widget in self.widgets.values():
+            widget.deleteLater()
+        self.widgets.clear()
+        for message in messages:
+            streaming = message.id == streaming_id
+            if streaming and streaming_tokens is not None:
+                message.tokens = list(streaming_tokens)
+                message.content = "".join(t.text for t in message.tokens)
+            self.add_message(message, streaming=streaming, scroll=False)
+        self.placeholder.setVisible(not messages)
+        self._follow = True
+        QTimer.singleShot(0, self, self.scroll_to_end)
+
+    def add_message(self, message: Message, streaming: bool = False, scroll: bool = True) -> MessageWidget:
+        widget = MessageWidget(message, colours=self.colours, streaming=streaming, parent=self.column)
+        widget.edit_requested.connect(self.edit_requested)
+        widget.regenerate_requested.connect(self.regenerate_requested)
+        widget.compare_requested.connect(self.compare_requested)
+        index = self.column_layout.count() - 1 - len(self.notices)  # before the notices and the stretch
+        self.column_layout.insertWidget(index, widget)
+        self.widgets[message.id] = widget
+        self.placeholder.setVisible(False)
+        self._update_last()
+        if scroll:
+            self._follow = True
+            QTimer.singleShot(0, self, self.scroll_to_end)
+        return widget
+
+    def remove_message(self, message_id: int) -> None:
+        self._pending.pop(message_id, None)
+        widget = self.widgets.pop(message_id, None)
+        if widget is not None:
+            widget.deleteLater()
+        self._update_last()
+
+    def message_widget(self, message_id: int) -> MessageWidget | None:
+        return self.widgets.get(message_id)
+
+    def queue_tokens(self, message_id: int, tokens: list[Token]) -> None:
+        """Tokens for a streaming message; drawn on the next frame, batched."""
+        self._pending.setdefault(message_id, []).extend(tokens)
+        if not self._frame.isActive():
+            self._frame.start()
+
+    def flush(self) -> None:
+        self._frame.stop()
+        self._draw_pending()
+
+    def _draw_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        for message_id, tokens in pending.items():
+            widget = self.widgets.get(message_id)
+            if widget is not None:
+                widget.append_tokens(tokens)
+        if pending:
+            self.frames_drawn += 1
+
+    def finish_message(self, message: Message) -> None:
+        self.flush()
+        widget = self.widgets.get(message.id)
+        if widget is not None:
+            widget.finish(message)
+        self._update_last()
+
+    def set_live_stats(self, message_id: int, stats: AnswerStats) -> None:
+        widget = self.widgets.get(message_id)
+        if widget is not None:
+            widget.set_live_stats(stats)
+
+    def set_colours(self, colours: bool) -> None:
+        self.colours = colours
+        for widget in self.widgets.values():
+            widget.set_colours(colours)
+
+    def set_busy(self, busy: bool) -> None:
+        self.busy = busy
+        self._update_last()
+
+    def _update_last(self) -> None:
+        ids = list(self.widgets)
+        last_user = next((i for i in reversed(ids) if self.widgets[i].is_user), None)
+        last_answer = ids[-1] if ids and not self.widgets[ids[-1]].is_user else None
+        for message_id, widget in self.widgets.items():
+            widget.set_last(message_id in (last_user, last_answer), self.busy)
+
+    # -- notices ------------------------------------------------------------------------------
+
+    def show_notice(self, text: str, kind: str = "error", actions=None) -> Notice:
+        notice = Notice(text, kind, actions, self.column)
+        notice.closed.connect(lambda: self.notices.remove(notice) if notice in self.notices else None)
+        self.column_layout.insertWidget(self.column_layout.count() - 1, notice)
+        self.notices.append(notice)
+        self._follow = True
+        QTimer.singleShot(0, self, self.scroll_to_end)
+        return notice
+
+    def clear_notices(self, kind: str | None = None) -> None:
+        for notice in list(self.notices):
+            if kind is None or notice.kind == kind:
+                self.notices.remove(notice)
+                notice.deleteLater()
+
+    # -- scrolling ----------------------------------------------------------------------------
+
+    def scroll_to_end(self) -> None:
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def _keep_following(self, _min: int, maximum: int) -> None:
+        if self._follow:
+            self.verticalScrollBar().setValue(maximum)
+
+    def _user_scrolled(self, value: int) -> None:
+        self._follow = value >= self.verticalScrollBar().maximum() - 4
+
+    # -- layout and looks ---------------------------------------------------------------------
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        em = self.fontMetrics().horizontalAdvance("M")
+        side = max(em, (self.viewport().width() - MAX_WIDTH_EM * em) // 2)
+        top = self.fontMetrics().height()
+        self.column_layout.setContentsMargins(side, top, side, top)
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._restyle()
+
+    def _restyle(self) -> None:
+        self.placeholder.setStyleSheet(f"color: {theme.css(theme.subtle())}; padding: 3em 1em;")
+        pal = self.viewport().palette()
+        pal.setColor(QPalette.ColorRole.Window, QGuiApplication.palette().color(QPalette.ColorRole.Base))
+        self.viewport().setPalette(pal)
+        self.viewport().setAutoFillBackground(True)
+        self.column.setAutoFillBackground(False)

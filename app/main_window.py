@@ -1,0 +1,827 @@
+"""The main window: wires the sidebar, the chat, the input box and the status bar to the engine thread.
+
+The window is the only place that knows all the parts. It never waits on the engine: requests
+go out as queued signals (EngineHost), events come back as queued signals, and a stop sets the
+request's cancel flag directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QSplitter,
+    QStackedWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import theme
+from app.answers import AnswerRecorder, answer_params, sampling_from_params
+from app.chat_view import ChatView
+from app.composer import Composer
+from app.downloads import MISSING_TIP, downloader_available, open_downloader, open_library
+from app.export import to_json, to_markdown
+from app.settings import Settings
+from app.settings_dialog import SettingsDialog
+from app.sidebar import Sidebar
+from app.stats_footer import compare_texts
+from app.status_bar import StatusBar
+from app.store import Conversation, Message, Store, history, title_from
+from app.welcome import WelcomePanel
+from app.worker import EngineHost
+from engine.config import ChatMessage, DrafterMode, SpecParams
+from engine.events import DoneEvent, FinishReason, RoundEvent
+from engine.gguf import read_header
+
+log = logging.getLogger(__name__)
+
+TICK_MS = 250  # store writes and live statistics while an answer streams
+
+
+def model_name(path: str) -> str:
+    try:
+        return read_header(path).name
+    except Exception:  # noqa: BLE001 - only a label
+        return Path(path).name
+
+
+class MainWindow(QMainWindow):
+    def __init__(
+        self,
+        store: Store | None = None,
+        settings: Settings | None = None,
+        *,
+        library=None,
+        settings_path: Path | None = None,
+        auto_setup: bool = False,
+    ):
+        super().__init__()
+        self.store = store or Store()
+        self.settings_path = settings_path
+        self.settings = settings or Settings.load(settings_path)
+        self._library = library
+        self.auto_setup = auto_setup
+        self.conversation: Conversation | None = None
+        self.messages: list[Message] = []
+        self.active: AnswerRecorder | None = None
+        self.compare_job: tuple[int, int] | None = None  # (request id, message id)
+        self.engine_info = None
+        self.engine_state = "none"  # none, loading, ready, failed
+        self.loaded_key: tuple | None = None
+        self.target_step_s = 0.0
+
+        self.setWindowTitle("Specula")
+        self.setWindowIcon(theme.icon())
+        self.host = EngineHost(self)
+        self._connect_worker()
+        self._build()
+        self._build_menus()
+        self._tick = QTimer(self)
+        self._tick.setInterval(TICK_MS)
+        self._tick.timeout.connect(self._on_tick)
+        self.refresh_sidebar()
+        self._restore_geometry()
+        QTimer.singleShot(0, self, self.start)
+
+    # -- construction -------------------------------------------------------------------------
+
+    def _connect_worker(self) -> None:
+        w = self.host.worker
+        w.token_received.connect(self._on_token)
+        w.round_finished.connect(self._on_round)
+        w.answer_finished.connect(self._on_done)
+        w.failed.connect(self._on_failed)
+        w.load_progress.connect(self._on_load_progress)
+        w.loaded.connect(self._on_loaded)
+        w.starter_progress.connect(self._on_starter_progress)
+        w.starter_finished.connect(self._on_starter_finished)
+
+    def _build(self) -> None:
+        self.sidebar = Sidebar()
+        self.sidebar.conversation_selected.connect(self.open_conversation)
+        self.sidebar.new_requested.connect(self.new_conversation)
+        self.sidebar.rename_requested.connect(self.rename_conversation)
+        self.sidebar.delete_requested.connect(self.delete_conversation)
+        self.sidebar.undo_requested.connect(self.undo_delete)
+        self.sidebar.export_requested.connect(self.export_conversation)
+        self.sidebar.search_changed.connect(lambda _text: self.refresh_sidebar())
+
+        page = QWidget()
+        column = QVBoxLayout(page)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        header = QHBoxLayout()
+        header.setContentsMargins(12, 6, 8, 6)
+        self.title_label = QLabel()
+        self.title_label.setTextFormat(Qt.TextFormat.PlainText)
+        font = self.title_label.font()
+        font.setBold(True)
+        self.title_label.setFont(font)
+        header.addWidget(self.title_label, 1)
+        self.legend = QLabel()
+        self.legend.setToolTip("Token colours: who proposed each token of the answers")
+        header.addWidget(self.legend)
+        self.colours_button = QToolButton()
+        self.colours_button.setText("Token colours")
+        self.colours_button.setCheckable(True)
+        self.colours_button.setToolTip(
+            "Colour each token of the answers by its source: accepted from the draft model, from prompt lookup, "
+            "or produced by the target (Ctrl+T). Hover a token for details."
+        )
+        self.colours_button.toggled.connect(self.set_token_colours)
+        header.addWidget(self.colours_button)
+        self.settings_button = QToolButton()
+        self.settings_button.setText("Settings")
+        self.settings_button.setToolTip("Models, generation and speculation settings (Ctrl+,)")
+        self.settings_button.clicked.connect(self.open_settings)
+        header.addWidget(self.settings_button)
+        column.addLayout(header)
+        self.chat_view = ChatView()
+        self.chat_view.edit_requested.connect(self.edit_message)
+        self.chat_view.regenerate_requested.connect(self.regenerate)
+        self.chat_view.compare_requested.connect(self.compare_with_plain)
+        column.addWidget(self.chat_view, 1)
+        self.composer = Composer()
+        self.composer.send_requested.connect(self.send_message)
+        self.composer.stop_requested.connect(self.stop)
+        self.composer.edit_last_requested.connect(self.edit_last)
+        column.addWidget(self.composer)
+
+        self.welcome = WelcomePanel(starter_available=_starter_available())
+        self.welcome.starter_requested.connect(self.assemble_starter)
+        self.welcome.download_requested.connect(self.open_downloader)
+        self.welcome.add_file_requested.connect(self.add_model_file)
+
+        self.pages = QStackedWidget()
+        self.pages.addWidget(page)
+        self.pages.addWidget(self.welcome)
+        self.chat_page = page
+
+        self.splitter = QSplitter()
+        self.splitter.addWidget(self.sidebar)
+        self.splitter.addWidget(self.pages)
+        self.splitter.setStretchFactor(0, 0)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setChildrenCollapsible(False)
+        em = self.fontMetrics().horizontalAdvance("M")
+        self.sidebar.setMinimumWidth(em * 12)
+        self.splitter.setSizes([em * 18, em * 60])
+        self.setCentralWidget(self.splitter)
+        self.status = StatusBar()
+        self.setStatusBar(self.status)
+        self.colours_button.setChecked(self.settings.show_token_colours)
+        self._update_legend()
+        self._update_title()
+
+    def _build_menus(self) -> None:
+        def action(menu, text, slot, shortcut=None, tip=None) -> QAction:
+            act = QAction(text, self)
+            if shortcut:
+                act.setShortcut(QKeySequence(shortcut))
+            if tip:
+                act.setToolTip(tip)
+                act.setStatusTip(tip)
+            act.triggered.connect(slot)
+            menu.addAction(act)
+            return act
+
+        bar = self.menuBar()
+        file = bar.addMenu("&File")
+        action(file, "&New chat", self.new_conversation, QKeySequence.StandardKey.New)
+        action(file, "&Export chat as Markdown…", lambda: self.export_conversation(None, "markdown"), "Ctrl+E")
+        action(file, "Export chat as &JSON…", lambda: self.export_conversation(None, "json"), "Ctrl+Shift+E")
+        file.addSeparator()
+        action(file, "Model &library…", self.open_library, "Ctrl+Shift+L", "Every GGUF model on this computer")
+        action(file, "&Add GGUF model…", self._add_model_dialog)
+        self.download_action = action(file, "&Download models…", self.open_downloader)
+        if not downloader_available():
+            self.download_action.setEnabled(False)
+            self.download_action.setToolTip(MISSING_TIP)
+            self.download_action.setStatusTip(MISSING_TIP)
+        file.addSeparator()
+        action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+
+        edit = bar.addMenu("&Edit")
+        self.stop_action = action(edit, "&Stop answer", self.stop_or_cancel, "Esc")
+        self.stop_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        action(edit, "&Regenerate last answer", self.regenerate_last, "Ctrl+R")
+        action(edit, "&Edit last message", self.edit_last, "Ctrl+Up")
+        action(edit, "&Copy last answer", self.copy_last_answer, "Ctrl+Shift+C")
+        action(edit, "&Find chat", self.sidebar.focus_search, QKeySequence.StandardKey.Find)
+        action(edit, "Rename chat", self.sidebar.rename_current, "F2")
+        action(edit, "Focus the message box", lambda: self.composer.input.setFocus(), "Ctrl+L")
+
+        view = bar.addMenu("&View")
+        self.colours_action = QAction("&Token colours", self)
+        self.colours_action.setCheckable(True)
+        self.colours_action.setShortcut(QKeySequence("Ctrl+T"))
+        self.colours_action.setChecked(self.colours_button.isChecked())
+        self.colours_action.toggled.connect(self.colours_button.setChecked)
+        self.colours_button.toggled.connect(self.colours_action.setChecked)
+        view.addAction(self.colours_action)
+
+        settings = bar.addMenu("&Settings")
+        action(settings, "&Preferences…", self.open_settings, QKeySequence.StandardKey.Preferences)
+        # Not every platform defines a Preferences key; Ctrl+, everywhere.
+        self.addAction(_shortcut_action(self, "Ctrl+,", self.open_settings))
+
+        help_menu = bar.addMenu("&Help")
+        action(help_menu, "&About Specula", self.about)
+
+    # -- startup and models -------------------------------------------------------------------
+
+    @property
+    def library(self):
+        if self._library is None:
+            from engine.library import ModelLibrary
+
+            self._library = ModelLibrary()
+        return self._library
+
+    @Slot()
+    def start(self) -> None:
+        """Load the configured models; on a first start, find the starter pair or welcome the user."""
+        s = self.settings
+        if not s.target.path:
+            from engine import starter
+
+            if starter.starter_installed():
+                target = starter.models_dir() / starter.TARGET.filename
+                draft = starter.models_dir() / starter.DRAFT.filename
+                s.target.path, s.draft.path = str(target), str(draft)
+                self.save_settings()
+        if s.target.path and Path(s.target.path).is_file():
+            self.load_models()
+            return
+        if s.target.path:
+            self.welcome.set_note(f"The model file {s.target.path} is gone. Choose another model.", error=True)
+        self.show_welcome()
+        if self.auto_setup and not s.target.path and _starter_available():
+            self.assemble_starter()
+
+    def show_welcome(self) -> None:
+        self.pages.setCurrentWidget(self.welcome)
+
+    def show_chat(self) -> None:
+        self.pages.setCurrentWidget(self.chat_page)
+
+    def load_models(self) -> None:
+        target, draft = self.settings.target_spec(), self.settings.draft_spec()
+        if target is None:
+            self.show_welcome()
+            return
+        self.show_chat()
+        self.engine_state = "loading"
+        self.loaded_key = self.settings.load_key()
+        self.chat_view.clear_notices()
+        self.status.set_engine(None)
+        self.status.models.setText(f"Loading {Path(target.path).name}…")
+        self.status.set_progress("Loading target", 0.0)
+        self.host.load(target, draft)
+
+    @Slot(str, float)
+    def _on_load_progress(self, stage: str, fraction: float) -> None:
+        if stage == "Ready":
+            self.status.set_progress(None)
+        else:
+            self.status.set_progress(stage, fraction)
+
+    @Slot(object)
+    def _on_loaded(self, info) -> None:
+        self.engine_info = info
+        self.engine_state = "ready"
+        verify = info.calibration.get("verify_s", {}) if info.calibration else {}
+        self.target_step_s = float(verify.get(1) or verify.get("1") or 0.0)
+        self.status.set_progress(None)
+        self.status.set_engine(info)
+        self.status.showMessage(f"Ready: {info.target_name}", 4000)
+
+    def assemble_starter(self) -> None:
+        self.welcome.starter_button.setEnabled(False)
+        self.welcome.set_progress(0, 1)
+        self.status.set_progress("Setting up the starter models", 0.0)
+        self.host.assemble_starter()
+
+    @Slot(int, int)
+    def _on_starter_progress(self, done: int, total: int) -> None:
+        self.welcome.set_progress(done, total)
+        self.status.set_progress("Setting up the starter models", done / max(total, 1))
+
+    @Slot(str, str)
+    def _on_starter_finished(self, target: str, draft: str) -> None:
+        self.status.set_progress(None)
+        self.settings.target.path, self.settings.draft.path = target, draft
+        self.save_settings()
+        self.load_models()
+
+    def add_model_file(self, path: str) -> bool:
+        """Add a GGUF file to the library and use it (with the best compatible draft, if any)."""
+        try:
+            entry = self.library.add_file(path)
+        except Exception as e:  # noqa: BLE001 - every failure becomes a message
+            message = e.user_message() if hasattr(e, "user_message") else str(e)
+            self.welcome.set_note(message, error=True)
+            if self.pages.currentWidget() is self.chat_page:
+                self.chat_view.show_notice(message)
+            return False
+        self.use_model(entry)
+        return True
+
+    def use_model(self, entry) -> None:
+        """Chat with a library entry as the target, with its best compatible draft (if any)."""
+        drafts = []
+        try:
+            drafts = self.library.compatible_drafts(entry)
+        except Exception:  # noqa: BLE001
+            log.exception("compatible_drafts failed")
+        self.settings.target.path = str(entry.path)
+        self.settings.draft.path = str(drafts[0].path) if drafts else ""
+        self.save_settings()
+        self.load_models()
+
+    def _add_model_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Add a GGUF model", "", "GGUF models (*.gguf);;All files (*)")
+        if path:
+            self.add_model_file(path)
+
+    def open_library(self) -> None:
+        if open_library(self, self.library, self._target_entry(), self.use_model) is None:
+            self.status.showMessage("The model library view is not part of this build.", 5000)
+
+    def _target_entry(self):
+        path = self.settings.target.path
+        return next((e for e in self.library.scan() if str(e.path) == path), None) if path else None
+
+    def open_downloader(self) -> None:
+        dialog = open_downloader(self, self.library, self._target_entry())
+        if dialog is None:
+            self.status.showMessage(MISSING_TIP, 5000)
+            return
+        dialog.model_downloaded.connect(self._on_model_downloaded)
+
+    def _on_model_downloaded(self, path) -> None:
+        if not self.settings.target.path or self.pages.currentWidget() is self.welcome:
+            self.add_model_file(str(path))
+        else:
+            self.status.showMessage(f"Downloaded {Path(path).name}; choose it in Settings.", 8000)
+
+    # -- settings -----------------------------------------------------------------------------
+
+    def open_settings(self) -> None:
+        dialog = SettingsDialog(self.settings, self.library, parent=self)
+        dialog.download_requested.connect(self.open_downloader)
+        if dialog.exec():
+            self.apply_settings(dialog.result_settings())
+
+    def apply_settings(self, new: Settings) -> None:
+        reload = new.load_key() != self.loaded_key or self.engine_state == "failed"
+        self.settings = new
+        self.save_settings()
+        if reload and new.target.path:
+            if self.busy:
+                self.stop()
+            self.load_models()
+
+    def save_settings(self) -> None:
+        try:
+            self.settings.save(self.settings_path)
+        except OSError as e:
+            self.status.showMessage(f"Could not save the settings: {e}", 8000)
+
+    def set_token_colours(self, on: bool) -> None:
+        self.settings.show_token_colours = on
+        self.chat_view.set_colours(on)
+        self._update_legend()
+        self.save_settings()
+
+    def _update_legend(self) -> None:
+        if not self.colours_button.isChecked():
+            self.legend.setText("")
+            self.legend.setVisible(False)
+            return
+        pal = self.palette()
+        chips = []
+        for source in ("draft", "lookup"):
+            colour = theme.token_background(source, pal)
+            chips.append(
+                f"<span style='background:{theme.css(colour)}'>&nbsp;{theme.SOURCE_LABELS[source]}&nbsp;</span>"
+            )
+        chips.append("target (no colour)")
+        self.legend.setText("&nbsp;&nbsp;".join(chips))
+        self.legend.setVisible(True)
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == event.Type.PaletteChange:
+            self._update_legend()
+
+    # -- conversations ------------------------------------------------------------------------
+
+    def refresh_sidebar(self) -> None:
+        conversations = self.store.conversations(self.sidebar.search.text())
+        self.sidebar.set_conversations(conversations, self.conversation.id if self.conversation else None)
+
+    @Slot(int)
+    def open_conversation(self, conversation_id: int) -> None:
+        if self.conversation and self.conversation.id == conversation_id:
+            return
+        conv = self.store.conversation(conversation_id)
+        if conv is None:
+            return
+        if self.active:
+            self.active.flush()
+        self.composer.cancel_edit()
+        self.conversation = conv
+        self.messages = self.store.messages(conv.id)
+        streaming_id = tokens = None
+        if self.active and self.active.message.conversation_id == conv.id:
+            streaming_id, tokens = self.active.message.id, self.active.tokens
+        self.chat_view.set_messages(self.messages, streaming_id, tokens)
+        self._update_title()
+        self.show_chat_if_ready()
+        self.composer.input.setFocus()
+
+    def show_chat_if_ready(self) -> None:
+        if self.pages.currentWidget() is self.welcome and self.engine_state != "none":
+            self.show_chat()
+
+    def new_conversation(self) -> None:
+        self.composer.cancel_edit()
+        self.conversation = None
+        self.messages = []
+        self.chat_view.set_messages([])
+        self.sidebar.list.setCurrentRow(-1)
+        self._update_title()
+        self.composer.input.setFocus()
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        self.store.rename_conversation(conversation_id, title)
+        if self.conversation and self.conversation.id == conversation_id:
+            self.conversation.title = title
+            self._update_title()
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        conv = self.store.conversation(conversation_id)
+        if conv is None:
+            return
+        if self.active and self.active.message.conversation_id == conversation_id:
+            self.stop()
+        self.store.delete_conversation(conversation_id)
+        if self.conversation and self.conversation.id == conversation_id:
+            self.new_conversation()
+        self.refresh_sidebar()
+        self.sidebar.show_undo(conversation_id, conv.title)
+
+    def undo_delete(self, conversation_id: int) -> None:
+        self.store.undo_delete(conversation_id)
+        self.refresh_sidebar()
+        self.open_conversation(conversation_id)
+        self.refresh_sidebar()
+
+    def export_conversation(self, conversation_id: int | None, fmt: str) -> None:
+        conv = self.store.conversation(conversation_id) if conversation_id else self.conversation
+        if conv is None:
+            self.status.showMessage("Open a conversation to export it.", 4000)
+            return
+        suffix, kind = (".md", "Markdown (*.md)") if fmt == "markdown" else (".json", "JSON (*.json)")
+        safe = "".join(c if c.isalnum() or c in " -_" else "_" for c in conv.title).strip() or "conversation"
+        path, _ = QFileDialog.getSaveFileName(self, "Export conversation", str(Path.home() / (safe + suffix)), kind)
+        if path:
+            self.write_export(conv, fmt, Path(path))
+
+    def write_export(self, conv: Conversation, fmt: str, path: Path) -> None:
+        messages = self.store.messages(conv.id)
+        text = to_markdown(conv, messages) if fmt == "markdown" else to_json(conv, messages)
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as e:
+            QMessageBox.warning(self, "Export failed", f"Could not write {path}: {e.strerror or e}")
+            return
+        self.status.showMessage(f"Exported to {path}", 5000)
+
+    def _update_title(self) -> None:
+        title = self.conversation.title if self.conversation else "New chat"
+        self.title_label.setText(title)
+        self.setWindowTitle(f"{title} — Specula")
+
+    # -- asking -------------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self.active is not None or self.compare_job is not None
+
+    def send_message(self, text: str) -> bool:
+        """Send text as the user's next message (or as the edited last message) and start the answer."""
+        text = text.strip()
+        if not text or self.busy:
+            return False
+        if not self.settings.target.path:
+            self.chat_view.show_notice(
+                "No model is chosen yet.\nSet up the starter models, or pick a model in Settings.",
+                actions=[("Settings…", self.open_settings)],
+            )
+            return False
+        editing = self.composer.editing_id
+        if editing is not None and self.conversation is not None:
+            self.store.update_content(editing, text)
+            self.store.delete_messages_after(editing)
+            self.composer.end_edit()
+            self.messages = self.store.messages(self.conversation.id)
+            self.chat_view.set_messages(self.messages)
+        else:
+            if self.conversation is None:
+                self.conversation = self.store.create_conversation(title_from(text))
+                self._update_title()
+            message = self.store.add_message(self.conversation.id, "user", text)
+            self.messages.append(message)
+            self.chat_view.add_message(message)
+        self.composer.clear()
+        self.refresh_sidebar()
+        self._start_answer()
+        return True
+
+    def _start_answer(self) -> None:
+        s = self.settings
+        seed = s.seed if s.seed >= 0 else random.randrange(1, 2**31 - 1)
+        sampling, spec = s.sampling(seed), s.spec()
+        chat = self._chat_messages(history(self.messages), s.system_prompt)
+        names = self._model_names()
+        params = answer_params(sampling, spec, s.system_prompt, *names)
+        message = self.store.add_message(self.conversation.id, "assistant", "", complete=False, params=params)
+        self.messages.append(message)
+        request = self.host.answer(chat, sampling, spec)
+        self.active = AnswerRecorder(self.store, message, request.id, self.target_step_s)
+        self.active.stats.backend = self.engine_info.backend if self.engine_info else ""
+        self.chat_view.add_message(message, streaming=True)
+        self._set_busy(True)
+
+    def _model_names(self) -> tuple[str | None, str | None]:
+        if self.engine_info is not None:
+            return self.engine_info.target_name, self.engine_info.draft_name
+        draft = self.settings.draft.path
+        return model_name(self.settings.target.path), model_name(draft) if draft else None
+
+    @staticmethod
+    def _chat_messages(messages: list[Message], system_prompt: str) -> list[ChatMessage]:
+        chat = [ChatMessage("system", system_prompt)] if system_prompt else []
+        return chat + [ChatMessage(m.role, m.content) for m in messages]
+
+    def _set_busy(self, busy: bool) -> None:
+        self.composer.set_busy(busy)
+        self.chat_view.set_busy(busy)
+        if busy:
+            self._tick.start()
+        else:
+            self._tick.stop()
+
+    def stop(self) -> None:
+        if self.active:
+            self.host.stop(self.active.request_id)
+        if self.compare_job:
+            self.host.stop(self.compare_job[0])
+
+    def stop_or_cancel(self) -> None:
+        if self.busy:
+            self.stop()
+        else:
+            self.composer.cancel_edit()
+
+    # -- events from the worker ---------------------------------------------------------------
+
+    @Slot(int, str, str, int)
+    def _on_token(self, request_id: int, text: str, source: str, round_index: int) -> None:
+        rec = self.active
+        if rec is None or rec.request_id != request_id:
+            return
+        token = rec.add_token(text, source, round_index)
+        if self._showing(rec.message):
+            self.chat_view.queue_tokens(rec.message.id, [token])
+
+    @Slot(int, object)
+    def _on_round(self, request_id: int, event: RoundEvent) -> None:
+        if self.active is not None and self.active.request_id == request_id:
+            self.active.add_round(event)
+
+    def _on_tick(self) -> None:
+        rec = self.active
+        if rec is None:
+            return
+        rec.flush()
+        if self._showing(rec.message):
+            self.chat_view.set_live_stats(rec.message.id, rec.live_stats())
+
+    def _showing(self, message: Message) -> bool:
+        return self.conversation is not None and self.conversation.id == message.conversation_id
+
+    @Slot(int, object)
+    def _on_done(self, request_id: int, done: DoneEvent) -> None:
+        if self.compare_job and self.compare_job[0] == request_id:
+            self._on_compare_done(done)
+            return
+        rec = self.active
+        if rec is None or rec.request_id != request_id:
+            return
+        if self._showing(rec.message):
+            self.chat_view.flush()
+        message = rec.finish(done)
+        self._answer_ended(message)
+        if done.finish_reason == FinishReason.CANCELLED:
+            self.status.showMessage("Stopped.", 3000)
+
+    def _answer_ended(self, message: Message) -> None:
+        self.active = None
+        if self._showing(message):
+            self.chat_view.finish_message(message)
+        self._set_busy(False)
+        self.refresh_sidebar()
+
+    @Slot(str, int, str)
+    def _on_failed(self, operation: str, request_id: int, message: str) -> None:
+        if operation == "load":
+            self.engine_state = "failed"
+            self.engine_info = None
+            self.status.set_progress(None)
+            self.status.set_engine(None)
+            self.status.models.setText("Model not loaded")
+            self.show_chat()
+            self.chat_view.show_notice(
+                "The model could not be loaded. " + message, actions=[("Settings…", self.open_settings)]
+            )
+        elif operation == "draft":
+            self.chat_view.show_notice(
+                message + "\nSpecula continues with the target alone.",
+                kind="info",
+                actions=[("Settings…", self.open_settings)],
+            )
+        elif operation == "starter":
+            self.status.set_progress(None)
+            self.welcome.starter_failed(message)
+        elif operation == "answer":
+            if self.compare_job and self.compare_job[0] == request_id:
+                mid = self.compare_job[1]
+                self.compare_job = None
+                self._set_busy(False)
+                widget = self.chat_view.message_widget(mid)
+                if widget:
+                    widget.set_comparison(None)
+                self.chat_view.show_notice("The comparison failed. " + message)
+                return
+            rec = self.active
+            if rec is not None and rec.request_id == request_id:
+                if self._showing(rec.message):
+                    self.chat_view.flush()
+                self._answer_ended(rec.fail(message))
+
+    # -- regenerate, edit, copy ---------------------------------------------------------------
+
+    def regenerate(self, message_id: int) -> None:
+        if self.busy or not self.messages or self.messages[-1].id != message_id:
+            return
+        self.store.delete_messages_after(message_id, inclusive=True)
+        self.messages.pop()
+        self.chat_view.remove_message(message_id)
+        self._start_answer()
+
+    def regenerate_last(self) -> None:
+        if self.messages and self.messages[-1].role == "assistant":
+            self.regenerate(self.messages[-1].id)
+
+    def edit_message(self, message_id: int) -> None:
+        if self.busy:
+            return
+        message = next((m for m in self.messages if m.id == message_id), None)
+        if message is not None and message.role == "user":
+            self.composer.start_edit(message_id, message.content)
+
+    def edit_last(self) -> None:
+        last_user = next((m for m in reversed(self.messages) if m.role == "user"), None)
+        if last_user is not None:
+            self.edit_message(last_user.id)
+
+    def copy_last_answer(self) -> None:
+        last = next((m for m in reversed(self.messages) if m.role == "assistant"), None)
+        if last is not None:
+            widget = self.chat_view.message_widget(last.id)
+            QGuiApplication.clipboard().setText(widget.body.plain_text() if widget else last.content)
+            self.status.showMessage("Answer copied.", 2000)
+
+    # -- compare with plain decoding ----------------------------------------------------------
+
+    def compare_with_plain(self, message_id: int) -> None:
+        if self.busy:
+            return
+        index = next((i for i, m in enumerate(self.messages) if m.id == message_id), None)
+        if index is None:
+            return
+        answer = self.messages[index]
+        if answer.stats is None:
+            return
+        sampling = sampling_from_params(answer.params)
+        if answer.finish_reason in ("cancelled", "length"):
+            sampling = sampling.with_(max_tokens=max(answer.stats.n_tokens, 1))
+        chat = self._chat_messages(history(self.messages[:index]), answer.params.get("system_prompt", ""))
+        request = self.host.answer(chat, sampling, SpecParams(mode=DrafterMode.OFF), purpose="compare")
+        self.compare_job = (request.id, message_id)
+        widget = self.chat_view.message_widget(message_id)
+        if widget:
+            widget.set_comparison(None, running=True)
+        self._set_busy(True)
+
+    def _on_compare_done(self, done: DoneEvent) -> None:
+        _, message_id = self.compare_job
+        self.compare_job = None
+        self._set_busy(False)
+        answer = next((m for m in self.messages if m.id == message_id), None)
+        widget = self.chat_view.message_widget(message_id)
+        if answer is None:
+            return
+        if done.finish_reason in (FinishReason.CANCELLED, FinishReason.ERROR):
+            if widget:
+                widget.set_comparison(answer.comparison)
+            if done.error:
+                self.chat_view.show_notice("The comparison failed. " + done.error)
+            return
+        comparison = build_comparison(answer, done)
+        answer.comparison = comparison
+        self.store.set_comparison(message_id, comparison)
+        if widget:
+            widget.set_comparison(comparison)
+
+    # -- window -------------------------------------------------------------------------------
+
+    def about(self) -> None:
+        QMessageBox.about(
+            self,
+            "About Specula",
+            "<h3>Specula</h3><p>Private, offline chat with local language models, made fast by "
+            "speculative decoding.</p><p>Chats are kept in "
+            f"<code>{self.store.path}</code>.</p>",
+        )
+
+    def _restore_geometry(self) -> None:
+        if self.settings.window_geometry:
+            self.restoreGeometry(QByteArray.fromBase64(self.settings.window_geometry.encode()))
+        else:
+            em = self.fontMetrics().horizontalAdvance("M")
+            self.resize(em * 90, self.fontMetrics().height() * 46)
+        if self.settings.splitter_state:
+            self.splitter.restoreState(QByteArray.fromBase64(self.settings.splitter_state.encode()))
+
+    def closeEvent(self, event) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        """Stop the answer, end the engine thread, and keep what was shown. Safe to call twice."""
+        if getattr(self, "_shut", False):
+            return
+        self._shut = True
+        self._tick.stop()
+        self.host.shutdown()
+        if self.active is not None:
+            self.active.cancel()
+            self.active = None
+        self.compare_job = None
+        self.settings.window_geometry = bytes(self.saveGeometry().toBase64()).decode()
+        self.settings.splitter_state = bytes(self.splitter.saveState().toBase64()).decode()
+        self.save_settings()
+
+
+def build_comparison(answer: Message, plain: DoneEvent) -> dict:
+    spec_tps = answer.stats.gen_tps if answer.stats else 0.0
+    plain_tps = plain.stats.gen_tps
+    identical, first = compare_texts(answer.content, plain.text)
+    return {
+        "spec_tps": spec_tps,
+        "plain_tps": plain_tps,
+        "measured_speedup": spec_tps / plain_tps if plain_tps > 0 else 0.0,
+        "identical": identical,
+        "first_difference": first,
+        "plain_tokens": plain.stats.n_tokens,
+        "temperature": answer.params.get("sampling", {}).get("temperature", 0.0),
+        "seed": answer.params.get("sampling", {}).get("seed"),
+    }
+
+
+def _starter_available() -> bool:
+    from engine import starter
+
+    return starter.starter_available()
+
+
+def _shortcut_action(parent, shortcut: str, slot) -> QAction:
+    act = QAction(parent)
+    act.setShortcut(QKeySequence(shortcut))
+    act.triggered.connect(slot)
+    return act

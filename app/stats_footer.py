@@ -1,0 +1,342 @@
+"""Under each answer: what speculation did and what it was worth.
+
+The footer line (estimated speedup, draft acceptance, tokens/s, tokens, time to first token),
+a chart of accepted lengths per round, "Compare with plain decoding", and a details panel with
+the drafter and draft length per round, the accepted-length histogram and the time split.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import theme
+from app.acceptance_chart import DRAFTER_LABELS, TIME_PARTS, Histogram, RoundsChart, TimeSplitBar, time_colours
+from app.flow_layout import FlowLayout
+from engine.metrics import AnswerStats
+
+ESTIMATE_TIP = (
+    "An estimate, not a measurement: plain decoding is modelled as one target step per token, at the step "
+    "time measured on this machine, divided by the time these tokens took.\n"
+    "“Compare with plain decoding” measures the real ratio."
+)
+
+
+def speedup_text(stats: AnswerStats) -> str:
+    value = stats.estimated_speedup
+    return f"≈{value:.2f}× vs plain (estimate)" if value > 0 else "speedup: not yet estimated"
+
+
+def figures(stats: AnswerStats) -> list[tuple[str, str]]:
+    """The footer's figures, each with its tooltip."""
+    items = [(speedup_text(stats), ESTIMATE_TIP)]
+    if stats.n_drafted:
+        items.append(
+            (
+                f"{stats.acceptance_rate:.0%} of drafts accepted",
+                f"{stats.n_accepted} of {stats.n_drafted} drafted tokens were accepted by the target; "
+                f"{stats.mean_accepted_length:.2f} accepted per drafted round on average.",
+            )
+        )
+    else:
+        items.append(("nothing drafted", "No draft tokens: speculation was off, or auto mode chose plain decoding."))
+    items.append((f"{stats.gen_tps:.1f} tok/s", "Tokens per second while generating (after the prompt)."))
+    items.append((f"{stats.n_tokens} tokens", "Tokens in this answer."))
+    if stats.ttft_s:
+        items.append(
+            (
+                f"first token {stats.ttft_s:.2f} s",
+                f"Time to first token, including reading the prompt: {stats.n_prompt_evaluated} of "
+                f"{stats.n_prompt_tokens} prompt tokens evaluated, the rest reused from the cache.",
+            )
+        )
+    return items
+
+
+def comparison_text(comparison: dict) -> str:
+    speedup = comparison.get("measured_speedup", 0.0)
+    parts = [
+        f"Measured against plain decoding: <b>{speedup:.2f}×</b> "
+        f"({comparison.get('spec_tps', 0):.1f} vs {comparison.get('plain_tps', 0):.1f} tok/s)"
+    ]
+    if comparison.get("identical"):
+        parts.append("texts identical")
+    else:
+        where = comparison.get("first_difference")
+        detail = f" from character {where + 1}" if isinstance(where, int) and where >= 0 else ""
+        parts.append(f"texts differ{detail}")
+        if comparison.get("temperature", 0) > 0:
+            parts.append("expected above temperature 0: speculative sampling keeps the distribution, not each draw")
+    return " · ".join(parts)
+
+
+def compare_texts(a: str, b: str) -> tuple[bool, int]:
+    """(identical, index of the first differing character or -1)."""
+    if a == b:
+        return True, -1
+    n = min(len(a), len(b))
+    return False, next((i for i in range(n) if a[i] != b[i]), n)
+
+
+class StatsFooter(QWidget):
+    compare_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.stats: AnswerStats | None = None
+        self.params: dict = {}
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 2, 0, 0)
+        layout.setSpacing(3)
+
+        self.state_label = QLabel()
+        self.state_label.setVisible(False)
+        self.state_label.setWordWrap(True)
+        layout.addWidget(self.state_label)
+
+        self.figures_row = FlowLayout(h_spacing=self.fontMetrics().horizontalAdvance("M"))
+        self.figure_labels: list[QLabel] = []
+        layout.addLayout(self.figures_row)
+
+        row = QHBoxLayout()
+        row.setSpacing(8)
+        self.chart_caption = QLabel("accepted per round")
+        self.chart_caption.setFont(self._small_font())
+        row.addWidget(self.chart_caption)
+        self.chart = RoundsChart("accepted", self)
+        self.chart.setMaximumWidth(self.fontMetrics().horizontalAdvance("M") * 26)
+        self.chart.setToolTip("Accepted length per verification round")
+        row.addWidget(self.chart, 1)
+        self.details_button = QToolButton()
+        self.details_button.setText("Details")
+        self.details_button.setCheckable(True)
+        self.details_button.setArrowType(Qt.ArrowType.RightArrow)
+        self.details_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.details_button.setAutoRaise(True)
+        self.details_button.setToolTip("Drafter and draft length per round, accepted lengths, where the time went")
+        self.details_button.toggled.connect(self._toggle_details)
+        row.addWidget(self.details_button)
+        self.compare_button = QToolButton()
+        self.compare_button.setText("Compare with plain decoding")
+        self.compare_button.setAutoRaise(True)
+        self.compare_button.setToolTip(
+            "Run this answer again with speculation off and the same seed, then show the measured speedup "
+            "and whether the two texts are identical"
+        )
+        self.compare_button.clicked.connect(self.compare_requested)
+        row.addWidget(self.compare_button)
+        row.addStretch(1)
+        layout.addLayout(row)
+
+        self.comparison_label = QLabel()
+        self.comparison_label.setWordWrap(True)
+        self.comparison_label.setVisible(False)
+        self.comparison_label.setTextFormat(Qt.TextFormat.RichText)
+        layout.addWidget(self.comparison_label)
+
+        self.details: DetailsPanel | None = None  # built on first open
+        self._details_layout = layout
+        self._restyle()
+
+    # -- updates ------------------------------------------------------------------------------
+
+    def set_stats(self, stats: AnswerStats | None, state: str = "done") -> None:
+        """state: streaming, done, stopped, incomplete, length, context, error."""
+        self.stats = stats
+        notes = {
+            "stopped": "Stopped.",
+            "incomplete": "Incomplete: Specula stopped before this answer finished. This is what was shown.",
+            "length": "Reached the maximum answer length (Settings → Max tokens).",
+            "context": "The context window is full.",
+        }
+        self.state_label.setText(notes.get(state, ""))
+        self.state_label.setVisible(state in notes)
+        self.compare_button.setEnabled(state not in ("streaming", "incomplete", "error") and bool(stats))
+        items = figures(stats) if stats and stats.n_tokens else []
+        self._set_figures(items)
+        self.chart.set_rounds(stats.rounds if stats else [])
+        self.chart.setVisible(bool(stats and stats.rounds))
+        self.chart_caption.setVisible(bool(stats and stats.rounds))
+        self.details_button.setVisible(bool(stats and stats.rounds))
+        if self.details is not None and self.details.isVisible() and stats:
+            self.details.set_stats(stats, self.params)
+
+    def set_params(self, params: dict) -> None:
+        self.params = params
+
+    def set_comparison(self, comparison: dict | None, running: bool = False) -> None:
+        if running:
+            self.comparison_label.setText("Comparing: decoding this answer again with speculation off…")
+        elif comparison:
+            self.comparison_label.setText(comparison_text(comparison))
+        self.comparison_label.setVisible(running or bool(comparison))
+        self.compare_button.setEnabled(not running and bool(self.stats))
+
+    def _set_figures(self, items: list[tuple[str, str]]) -> None:
+        while len(self.figure_labels) < len(items):
+            label = QLabel()
+            label.setFont(self._small_font())
+            self.figure_labels.append(label)
+            self.figures_row.addWidget(label)
+        for i, label in enumerate(self.figure_labels):
+            if i < len(items):
+                label.setText(items[i][0])
+                label.setToolTip(items[i][1])
+                label.setVisible(True)
+            else:
+                label.setVisible(False)
+        self.figures_row.invalidate()
+
+    def figure_texts(self) -> list[str]:
+        return [label.text() for label in self.figure_labels if not label.isHidden()]
+
+    def _toggle_details(self, on: bool) -> None:
+        self.details_button.setArrowType(Qt.ArrowType.DownArrow if on else Qt.ArrowType.RightArrow)
+        if on and self.details is None:
+            self.details = DetailsPanel(self)
+            self._details_layout.addWidget(self.details)
+        if self.details is not None:
+            if on and self.stats:
+                self.details.set_stats(self.stats, self.params)
+            self.details.setVisible(on)
+
+    def _small_font(self):
+        font = self.font()
+        font.setPointSizeF(font.pointSizeF() * 0.92)
+        return font
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._restyle()
+
+    def _restyle(self) -> None:
+        colour = theme.css(theme.subtle())
+        self.setStyleSheet(f"QLabel {{ color: {colour}; }}")
+        self.state_label.setStyleSheet(f"color: {theme.css(theme.warning_colour())};")
+
+
+class DetailsPanel(QFrame):
+    """The details view of one answer's speculation."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        grid = QGridLayout(self)
+        grid.setContentsMargins(10, 8, 10, 8)
+        grid.setHorizontalSpacing(12)
+        grid.setVerticalSpacing(4)
+        grid.setColumnStretch(1, 1)
+
+        def row(heading: str, widget: QWidget, align: Qt.AlignmentFlag | None = None) -> QWidget:
+            r = grid.rowCount()
+            if heading:
+                label = QLabel(f"<b>{heading}</b>")
+                label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
+                grid.addWidget(label, r, 0)
+            if isinstance(widget, QLabel):
+                widget.setWordWrap(True)
+            grid.addWidget(widget, r, 1, align or Qt.AlignmentFlag(0))
+            return widget
+
+        self.accepted_chart = row("Accepted per round", RoundsChart("accepted", self, lines=3.5))
+        self.length_chart = row("Draft length per round", RoundsChart("draft_length", self, lines=3.0))
+        self.legend = row("", QLabel())
+        self.drafters = row("Drafters", QLabel())
+        self.histogram = row("Accepted lengths", Histogram(self), Qt.AlignmentFlag.AlignLeft)
+        self.histogram.setMaximumWidth(self.fontMetrics().horizontalAdvance("M") * 30)
+        self.time_bar = row("Time", TimeSplitBar(self))
+        self.time_legend = row("", QLabel())
+        self.prompt = row("Prompt", QLabel())
+        self.settings = row("Settings", QLabel())
+        self.estimate = row("Estimate", QLabel())
+        for label in self.findChildren(QLabel):
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+    def set_stats(self, stats: AnswerStats, params: dict) -> None:
+        pal = self.palette()
+        self.accepted_chart.set_rounds(stats.rounds)
+        self.length_chart.set_rounds(stats.rounds)
+
+        def swatch(colour) -> str:
+            return f"<span style='color:{theme.css(colour)}'>■</span>"
+
+        self.legend.setText(
+            "  ".join(
+                f"{swatch(theme.source_colour(key, pal))} {DRAFTER_LABELS[key]}" for key in ("draft", "lookup", "none")
+            )
+            + "   (light: drafted, solid: accepted)"
+        )
+        self.drafters.setText(drafter_summary(stats.rounds))
+        self.histogram.set_hist(stats.accepted_hist)
+        self.time_bar.set_times(stats.t_draft, stats.t_verify, stats.t_sample, stats.gen_s)
+        colours = time_colours(pal)
+        parts = self.time_bar.parts
+        total = sum(parts.values()) or 1.0
+        self.time_legend.setText(
+            "  ".join(
+                f"{swatch(colours[key])} {name} {parts.get(key, 0) * 1000:.0f} ms ({parts.get(key, 0) / total:.0%})"
+                for name, key in TIME_PARTS
+            )
+        )
+        dropped = (
+            f"; {stats.n_history_dropped} old messages left out to fit the context" if stats.n_history_dropped else ""
+        )
+        self.prompt.setText(
+            f"{stats.n_prompt_tokens} tokens, {stats.n_prompt_evaluated} evaluated in {stats.prompt_s:.2f} s "
+            f"({stats.prompt_tps:.0f} tok/s), the rest reused from the cache{dropped}"
+        )
+        self.settings.setText(settings_summary(params, stats))
+        self.estimate.setText(
+            f"{stats.n_tokens} tokens × {stats.target_step_s * 1000:.1f} ms (the target's measured single-token step) "
+            f"÷ {stats.gen_s:.2f} s generating = {stats.estimated_speedup:.2f}×. Compare with plain decoding to measure it."
+        )
+
+
+def drafter_summary(rounds) -> str:
+    if not rounds:
+        return "no rounds"
+    lines = []
+    for drafter in ("draft", "lookup", "none"):
+        mine = [r for r in rounds if r[0] == drafter]
+        if not mine:
+            continue
+        if drafter == "none":
+            lines.append(f"{len(mine)} plain steps (nothing drafted)")
+            continue
+        drafted = sum(r[2] for r in mine)
+        accepted = sum(r[3] for r in mine)
+        mean_k = sum(r[1] for r in mine) / len(mine)
+        rate = accepted / drafted if drafted else 0.0
+        lines.append(
+            f"{DRAFTER_LABELS[drafter]}: {len(mine)} rounds, mean draft length {mean_k:.1f}, "
+            f"{accepted}/{drafted} accepted ({rate:.0%})"
+        )
+    return "<br>".join(lines)
+
+
+def settings_summary(params: dict, stats: AnswerStats) -> str:
+    sampling = params.get("sampling", {})
+    spec = params.get("spec", {})
+    parts = []
+    if params.get("target"):
+        parts.append(f"target {params['target']}" + (f", draft {params['draft']}" if params.get("draft") else ""))
+    if sampling:
+        parts.append(
+            f"temperature {sampling.get('temperature')}, top-p {sampling.get('top_p')}, top-k {sampling.get('top_k')}, "
+            f"min-p {sampling.get('min_p')}, seed {sampling.get('seed')}"
+        )
+    if spec:
+        length = spec.get("draft_length") or "adaptive"
+        parts.append(f"drafter mode {spec.get('mode')}, draft length {length}")
+    if stats.backend:
+        parts.append(f"backend {stats.backend}")
+    return "<br>".join(parts) or "—"

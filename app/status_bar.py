@@ -1,0 +1,91 @@
+"""The status bar: target and draft, backend and GPU layers, loading progress, memory in use."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
+
+MEMORY_REFRESH_MS = 2000
+
+
+def process_memory() -> int | None:
+    """Resident memory of this process in bytes (None where it cannot be read cheaply)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        pass
+    if sys.platform == "darwin":
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS (the peak)
+    return None
+
+
+def gigabytes(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+class StatusBar(QStatusBar):
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.models = QLabel("No model loaded")
+        self.models.setToolTip("Target model (answers) and draft model (proposes tokens for the target to verify)")
+        self.backend = QLabel()
+        self.backend.setToolTip("Where the models run, and how many of the target's layers are on the GPU")
+        self.stage = QLabel()
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(False)
+        self.progress.setMaximumWidth(self.fontMetrics().horizontalAdvance("M") * 12)
+        self.progress.setMaximumHeight(self.fontMetrics().height())
+        self.memory = QLabel()
+        self.memory.setToolTip("Memory used by the loaded models (weights and contexts), and by the whole app")
+        self.addWidget(self.models)
+        self.addWidget(self.backend)
+        self.addPermanentWidget(self.stage)
+        self.addPermanentWidget(self.progress)
+        self.addPermanentWidget(self.memory)
+        self.set_progress(None)
+        self.model_bytes = 0
+        self._timer = QTimer(self)
+        self._timer.setInterval(MEMORY_REFRESH_MS)
+        self._timer.timeout.connect(self.refresh_memory)
+        self._timer.start()
+        self.refresh_memory()
+
+    def set_engine(self, info) -> None:
+        """info: engine.engine.EngineInfo, or None when nothing is loaded."""
+        if info is None:
+            self.models.setText("No model loaded")
+            self.backend.setText("")
+            self.model_bytes = 0
+        else:
+            draft = f"  +  draft {info.draft_name}" if info.draft_name else "  ·  no draft model"
+            self.models.setText(f"{info.target_name}{draft}")
+            gpu = f"{info.target_gpu_layers}/{info.target_layers} layers on GPU"
+            if info.draft_name and info.backend != "CPU":
+                gpu += f" (draft: {info.draft_gpu_layers})"
+            self.backend.setText(f"{info.backend} · {gpu} · {info.n_threads} threads · context {info.n_ctx:,}")
+            self.model_bytes = info.memory_bytes
+        self.refresh_memory()
+
+    def set_progress(self, stage: str | None, fraction: float = 0.0) -> None:
+        """A stage with a fraction shows the bar; None hides it."""
+        visible = stage is not None
+        self.stage.setText(stage or "")
+        self.stage.setVisible(visible)
+        self.progress.setVisible(visible)
+        self.progress.setValue(round(max(0.0, min(fraction, 1.0)) * 1000))
+
+    def refresh_memory(self) -> None:
+        rss = process_memory()
+        parts = []
+        if self.model_bytes:
+            parts.append(f"models {gigabytes(self.model_bytes)}")
+        if rss:
+            parts.append(f"app {gigabytes(rss)}")
+        self.memory.setText("Memory: " + ", ".join(parts) if parts else "")

@@ -1,0 +1,132 @@
+"""Colours and fonts derived from the current palette, so light and dark themes both work.
+
+Nothing here holds state: widgets ask again when they get a PaletteChange event.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtGui import QColor, QFont, QFontDatabase, QGuiApplication, QIcon, QPalette
+
+from engine.config import TokenSource
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+SOURCE_LABELS = {
+    TokenSource.DRAFT_MODEL.value: "draft model",
+    TokenSource.LOOKUP.value: "prompt lookup",
+    TokenSource.TARGET.value: "target",
+}
+SOURCE_DESCRIPTIONS = {
+    TokenSource.DRAFT_MODEL.value: "Proposed by the draft model and accepted by the target",
+    TokenSource.LOOKUP.value: "Copied from earlier text by prompt lookup and accepted by the target",
+    TokenSource.TARGET.value: "Produced by the target model itself",
+}
+
+
+def dark_palette() -> QPalette:
+    """A dark palette for Fusion (screenshots and tests; the app itself follows the system's)."""
+    pal = QPalette()
+    window, base, text = QColor("#202124"), QColor("#17181a"), QColor("#e8e8e8")
+    role = QPalette.ColorRole
+    for r, c in (
+        (role.Window, window),
+        (role.WindowText, text),
+        (role.Base, base),
+        (role.AlternateBase, QColor("#26272a")),
+        (role.Text, text),
+        (role.Button, QColor("#2d2e31")),
+        (role.ButtonText, text),
+        (role.ToolTipBase, QColor("#2d2e31")),
+        (role.ToolTipText, text),
+        (role.PlaceholderText, QColor("#8a8d91")),
+        (role.Highlight, QColor("#3d6fb6")),
+        (role.HighlightedText, QColor("#ffffff")),
+        (role.Link, QColor("#8ab4f8")),
+        (role.Mid, QColor("#3a3b3e")),
+        (role.Dark, QColor("#111214")),
+        (role.Light, QColor("#3a3b3e")),
+    ):
+        pal.setColor(r, c)
+    pal.setColor(QPalette.ColorGroup.Disabled, role.Text, QColor("#6b6e72"))
+    pal.setColor(QPalette.ColorGroup.Disabled, role.ButtonText, QColor("#6b6e72"))
+    pal.setColor(QPalette.ColorGroup.Disabled, role.WindowText, QColor("#6b6e72"))
+    return pal
+
+
+def icon() -> QIcon:
+    result = QIcon()
+    for name in ("icon.svg", "icon.png"):
+        path = ASSETS / name
+        if path.is_file():
+            result.addFile(str(path))
+    return result
+
+
+def palette() -> QPalette:
+    return QGuiApplication.palette()
+
+
+def is_dark(pal: QPalette | None = None) -> bool:
+    pal = pal or palette()
+    return pal.color(QPalette.ColorRole.Window).lightness() < 128
+
+
+def mix(a: QColor, b: QColor, t: float) -> QColor:
+    """a blended toward b by t (0..1)."""
+    return QColor(
+        round(a.red() + (b.red() - a.red()) * t),
+        round(a.green() + (b.green() - a.green()) * t),
+        round(a.blue() + (b.blue() - a.blue()) * t),
+    )
+
+
+def source_colour(source: str, pal: QPalette | None = None) -> QColor:
+    """Strong colour of a drafter/source, for charts and legend swatches."""
+    dark = is_dark(pal)
+    if source in (TokenSource.DRAFT_MODEL.value, "draft"):
+        return QColor("#3fbf7f" if dark else "#1e9e5a")
+    if source in (TokenSource.LOOKUP.value, "lookup"):
+        return QColor("#5aa2ff" if dark else "#2f6fd6")
+    pal = pal or palette()
+    return mix(pal.color(QPalette.ColorRole.Text), pal.color(QPalette.ColorRole.Base), 0.55)
+
+
+def token_background(source: str, pal: QPalette | None = None) -> QColor | None:
+    """Background behind a token when token colours are on (None: the target's own tokens)."""
+    if source == TokenSource.TARGET.value:
+        return None
+    pal = pal or palette()
+    base = pal.color(QPalette.ColorRole.Base)
+    return mix(base, source_colour(source, pal), 0.42 if is_dark(pal) else 0.30)
+
+
+def subtle(pal: QPalette | None = None, t: float = 0.45) -> QColor:
+    """Secondary text: the text colour pulled toward the background."""
+    pal = pal or palette()
+    return mix(pal.color(QPalette.ColorRole.WindowText), pal.color(QPalette.ColorRole.Window), t)
+
+
+def card(pal: QPalette | None = None, t: float = 0.06) -> QColor:
+    """A surface slightly set off from the window (user messages, code blocks)."""
+    pal = pal or palette()
+    return mix(pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text), t)
+
+
+def error_colour(pal: QPalette | None = None) -> QColor:
+    return QColor("#ff8a80") if is_dark(pal) else QColor("#b3261e")
+
+
+def warning_colour(pal: QPalette | None = None) -> QColor:
+    return QColor("#f0b35a") if is_dark(pal) else QColor("#9a5b00")
+
+
+def monospace() -> QFont:
+    font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+    font.setStyleHint(QFont.StyleHint.Monospace)
+    return font
+
+
+def css(colour: QColor) -> str:
+    return colour.name(QColor.NameFormat.HexArgb if colour.alpha() < 255 else QColor.NameFormat.HexRgb)

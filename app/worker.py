@@ -1,0 +1,215 @@
+"""The engine's thread: one long-lived QThread owns the Engine; the GUI talks to it by signals.
+
+EngineHost (GUI thread) starts the thread, moves an EngineWorker onto it, and connects its
+`*_requested` signals to the worker's slots with queued connections, so every request runs on
+the worker thread, in order. The GUI never waits on the worker, except when it shuts it down.
+
+Stopping an answer cannot be a queued slot: the worker is busy in the answer's loop and would
+only see the request afterwards. Each request carries a threading.Event instead, which the GUI
+thread sets directly (EngineHost.stop); the engine checks it between decode steps.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import weakref
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+
+from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
+from engine.errors import EngineError, IncompatibleDraftError
+from engine.events import DoneEvent, RoundEvent, TokenEvent
+
+log = logging.getLogger(__name__)
+
+# Every engine thread ever started, so tests (and shutdown) can check none is left running.
+_threads: weakref.WeakSet[QThread] = weakref.WeakSet()
+
+
+def running_threads() -> list[QThread]:
+    return [t for t in list(_threads) if _alive(t) and t.isRunning()]
+
+
+def _alive(obj) -> bool:
+    try:
+        import shiboken6
+
+        return shiboken6.isValid(obj)
+    except ImportError:  # pragma: no cover
+        return True
+
+
+@dataclass
+class AnswerRequest:
+    """One answer to produce. purpose is "answer" (shown and stored) or "compare" (plain rerun)."""
+
+    id: int
+    messages: list[ChatMessage]
+    sampling: SamplingParams
+    spec: SpecParams
+    purpose: str = "answer"
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+def describe(error: BaseException) -> str:
+    """A readable message for any exception, with the engine's hint when it has one."""
+    if isinstance(error, EngineError):
+        return error.user_message()
+    if isinstance(error, MemoryError):
+        return "Out of memory.\nTry a smaller model, a smaller context, or fewer GPU layers."
+    return f"Unexpected error: {type(error).__name__}: {error}\nThe app keeps working; try again."
+
+
+class EngineWorker(QObject):
+    """Owns the Engine. Runs on the engine thread: never touch widgets here, only emit signals."""
+
+    load_progress = Signal(str, float)  # stage, fraction
+    loaded = Signal(object)  # EngineInfo
+    unloaded = Signal()
+    token_received = Signal(int, str, str, int)  # request id, text, source, round index
+    round_finished = Signal(int, object)  # request id, RoundEvent
+    answer_finished = Signal(int, object)  # request id, DoneEvent
+    failed = Signal(str, int, str)  # operation ("load", "draft", "answer", "starter"), request id, message
+    starter_progress = Signal(int, int)  # bytes done, total
+    starter_finished = Signal(str, str)  # target path, draft path
+
+    def __init__(self):
+        super().__init__()
+        self.engine = None
+
+    @Slot(object, object)
+    def load(self, target: ModelSpec | None, draft: ModelSpec | None) -> None:
+        self._close_engine()
+        if target is None:
+            return
+        try:
+            from engine.engine import Engine
+
+            progress = self.load_progress.emit
+            try:
+                self.engine = Engine(target, draft, progress=progress)
+            except IncompatibleDraftError as e:
+                # Keep working with the target alone, and say why the draft was left out.
+                self.failed.emit("draft", 0, e.user_message())
+                self.engine = Engine(target, None, progress=progress)
+            self.loaded.emit(self.engine.info)
+        except Exception as e:  # noqa: BLE001 - every failure becomes a message, never a dead thread
+            log.exception("loading failed")
+            self.engine = None
+            self.failed.emit("load", 0, describe(e))
+
+    @Slot(object)
+    def answer(self, request: AnswerRequest) -> None:
+        if self.engine is None:
+            self.failed.emit(
+                "answer", request.id, "No model is loaded.\nChoose a model in Settings, or fix the error shown above."
+            )
+            return
+        round_index = -1
+        done = None
+        try:
+            for event in self.engine.chat(request.messages, request.sampling, request.spec, request.cancel):
+                if isinstance(event, TokenEvent):
+                    self.token_received.emit(request.id, event.text, event.source.value, max(round_index, 0))
+                elif isinstance(event, RoundEvent):
+                    round_index += 1
+                    self.round_finished.emit(request.id, event)
+                elif isinstance(event, DoneEvent):
+                    done = event
+        except Exception as e:  # noqa: BLE001 - llama-cpp-python raises RuntimeError; keep the thread alive
+            log.exception("answer failed")
+            self.failed.emit("answer", request.id, describe(e))
+            return
+        if done is None:  # the engine promises a DoneEvent; say so rather than hang the GUI
+            self.failed.emit("answer", request.id, "The engine ended the answer without a result. Try again.")
+            return
+        self.answer_finished.emit(request.id, done)
+
+    @Slot()
+    def assemble_starter(self) -> None:
+        try:
+            from engine import starter
+
+            target, draft = starter.assemble_pair(progress=self.starter_progress.emit)
+            self.starter_finished.emit(str(target), str(draft))
+        except Exception as e:  # noqa: BLE001
+            log.exception("starter assembly failed")
+            self.failed.emit("starter", 0, describe(e))
+
+    @Slot()
+    def shutdown(self) -> None:
+        self._close_engine()
+
+    def _close_engine(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+            self.unloaded.emit()
+
+
+class EngineHost(QObject):
+    """The GUI thread's handle on the engine thread."""
+
+    load_requested = Signal(object, object)
+    answer_requested = Signal(object)
+    starter_requested = Signal()
+    shutdown_requested = Signal()
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, AnswerRequest] = {}
+        self.thread = QThread()
+        self.thread.setObjectName("specula-engine")
+        self.worker = EngineWorker()
+        self.worker.moveToThread(self.thread)
+        queued = Qt.ConnectionType.QueuedConnection
+        self.load_requested.connect(self.worker.load, queued)
+        self.answer_requested.connect(self.worker.answer, queued)
+        self.starter_requested.connect(self.worker.assemble_starter, queued)
+        self.shutdown_requested.connect(self.worker.shutdown, queued)
+        self.worker.answer_finished.connect(self._forget)
+        self.worker.failed.connect(self._on_failed)
+        _threads.add(self.thread)
+        self.thread.start()
+
+    def load(self, target: ModelSpec | None, draft: ModelSpec | None) -> None:
+        self.load_requested.emit(target, draft)
+
+    def answer(
+        self, messages: list[ChatMessage], sampling: SamplingParams, spec: SpecParams, purpose: str = "answer"
+    ) -> AnswerRequest:
+        request = AnswerRequest(next(self._ids), list(messages), sampling, spec, purpose)
+        self._pending[request.id] = request
+        self.answer_requested.emit(request)
+        return request
+
+    def stop(self, request_id: int | None = None) -> None:
+        """Stop one answer (or all): takes effect within one decode step. Safe to call any time."""
+        for rid, request in list(self._pending.items()):
+            if request_id is None or rid == request_id:
+                request.cancel.set()
+
+    def assemble_starter(self) -> None:
+        self.starter_requested.emit()
+
+    def shutdown(self) -> None:
+        """Stop what runs, close the engine on its thread, and end the thread. Blocks until done."""
+        if not self.thread.isRunning():
+            return
+        self.stop()
+        self.shutdown_requested.emit()
+        self.thread.quit()
+        self.thread.wait()
+
+    @Slot(int, object)
+    def _forget(self, request_id: int, _done=None) -> None:
+        self._pending.pop(request_id, None)
+
+    @Slot(str, int, str)
+    def _on_failed(self, operation: str, request_id: int, _message: str) -> None:
+        if operation == "answer":
+            self._pending.pop(request_id, None)

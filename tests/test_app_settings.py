@@ -1,0 +1,103 @@
+"""Model pickers and settings: only compatible drafts are offered, and settings survive a restart."""
+# ruff: noqa: F811  (pytest fixtures imported from tests.app_helpers)
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QPlainTextEdit, QPushButton, QSpinBox
+
+from app.settings import ModelSettings, Settings
+from app.settings_dialog import NONE_LABEL, SettingsDialog
+from engine.library import ModelLibrary
+from tests.app_helpers import make_window, smol_settings  # noqa: F401 (a fixture)
+
+
+@pytest.fixture
+def library(tmp_path, qwen_paths, smollm2_path):
+    """A library whose folder holds the Qwen pair and SmolLM2 (links to the test models)."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for path in (*qwen_paths, smollm2_path):
+        (folder / Path(path).name).symlink_to(path)
+    return ModelLibrary(models_dir=folder, state_file=tmp_path / "library.json", scan_external=False)
+
+
+def linked(library, path) -> str:
+    return str(library.models_dir / Path(path).name)
+
+
+def test_only_compatible_drafts_are_offered_and_the_rest_say_why(qtbot, library, qwen_paths, smollm2_path):
+    target, draft = (linked(library, p) for p in qwen_paths)
+    smol = linked(library, smollm2_path)
+    dialog = SettingsDialog(Settings(target=ModelSettings(target)), library)
+    qtbot.addWidget(dialog)
+    assert dialog.target_combo.currentData() == target
+    assert dialog.draft_combo.itemText(0) == NONE_LABEL
+    assert dialog.offered_drafts() == [draft]
+    assert smol not in dialog.offered_drafts()
+    hidden = dialog.hidden_label.text()
+    assert "Smollm2" in hidden and "vocabulary" in hidden
+
+
+def test_an_incompatible_draft_file_is_refused_with_the_reason(qtbot, library, qwen_paths, smollm2_path):
+    target = linked(library, qwen_paths[0])
+    dialog = SettingsDialog(Settings(target=ModelSettings(target)), library)
+    qtbot.addWidget(dialog)
+    assert not dialog.use_draft_file(smollm2_path)
+    assert dialog.draft_note.isVisibleTo(dialog)
+    assert "cannot be used" in dialog.draft_note.text() and "token" in dialog.draft_note.text()
+    assert smollm2_path not in dialog.offered_drafts()
+    assert dialog.use_draft_file(qwen_paths[1])  # the compatible one is accepted
+    assert dialog.result_settings().draft.path == qwen_paths[1]
+
+
+def test_a_stale_incompatible_draft_in_the_settings_is_explained(qtbot, library, qwen_paths, smollm2_path):
+    target = linked(library, qwen_paths[0])
+    dialog = SettingsDialog(Settings(target=ModelSettings(target), draft=ModelSettings(smollm2_path)), library)
+    qtbot.addWidget(dialog)
+    assert dialog.draft_combo.currentData() == ""  # falls back to none
+    assert "cannot be used with this target" in dialog.hidden_label.text()
+
+
+def test_every_control_has_a_tooltip(qtbot, library):
+    dialog = SettingsDialog(Settings(), library)
+    qtbot.addWidget(dialog)
+    controls = [
+        w
+        for kind in (QComboBox, QSpinBox, QDoubleSpinBox, QPlainTextEdit, QPushButton)
+        for w in dialog.findChildren(kind)
+        if w.parent() is not None and not isinstance(w.parent(), QSpinBox | QDoubleSpinBox)
+    ]
+    assert len(controls) >= 17
+    missing = [type(w).__name__ + ":" + (w.text() if hasattr(w, "text") else "") for w in controls if not w.toolTip()]
+    assert missing == []
+
+
+def test_settings_survive_a_restart(qtbot, make_window, smollm2_path, isolated_home):
+    window = make_window(smol_settings(smollm2_path))
+    dialog = SettingsDialog(window.settings, window.library)
+    qtbot.addWidget(dialog)
+    dialog.temperature.setValue(0.35)
+    dialog.top_p.setValue(0.8)
+    dialog.top_k.setValue(12)
+    dialog.min_p.setValue(0.1)
+    dialog.max_tokens.setValue(333)
+    dialog.seed.setValue(1234)
+    dialog.system_prompt.setPlainText("Answer in French.")
+    dialog.mode.setCurrentIndex(dialog.mode.findData("lookup"))
+    dialog.draft_length.setValue(5)
+    dialog.context.setValue(1536)
+    dialog.target_threads.setValue(1)
+    chosen = dialog.result_settings()
+    window.apply_settings(chosen)  # the context changed: the models reload
+    qtbot.waitUntil(lambda: window.engine_state == "ready" and window.engine_info.n_ctx == 1536, timeout=120_000)
+    assert window.engine_info.n_threads == 1
+    window.close()
+
+    again = make_window()  # reads settings.json from the data folder
+    assert again.settings.temperature == 0.35 and again.settings.top_k == 12 and again.settings.seed == 1234
+    assert again.settings.system_prompt == "Answer in French." and again.settings.drafter_mode == "lookup"
+    assert again.settings.draft_length == 5 and again.settings.context_size == 1536
+    assert again.settings.max_tokens == 333 and again.settings.min_p == 0.1 and again.settings.top_p == 0.8
+    assert again.settings.target.path == smollm2_path and again.settings.target.threads == 1
+    assert (isolated_home / "settings.json").is_file()

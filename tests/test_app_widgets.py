@@ -1,0 +1,180 @@
+"""The app's widgets without a model: Markdown and code blocks, streaming, charts, the input box."""
+
+import sys
+
+from PySide6.QtCore import QObject, QPoint, Qt
+from PySide6.QtGui import QGuiApplication
+
+from app import qt_compat, theme
+from app.acceptance_chart import Histogram, RoundsChart, TimeSplitBar, _bins
+from app.chat_view import ChatView
+from app.composer import Composer
+from app.rich_text import CodeBlock, MessageBody, TextPane, close_open_fence, split_markdown
+from app.stats_footer import StatsFooter, compare_texts, figures
+from app.store import Message, Token
+from engine.metrics import AnswerStats
+
+ANSWER = "Here:\n\n```python\ndef f():\n    return 1\n```\n\nDone, **bold**.\n~~~\nraw\n~~~"
+
+
+def test_split_markdown_finds_fenced_code_blocks():
+    parts = split_markdown(ANSWER)
+    assert [(p.kind, p.language) for p in parts] == [
+        ("markdown", ""),
+        ("code", "python"),
+        ("markdown", ""),
+        ("code", ""),
+    ]
+    assert parts[1].text == "def f():\n    return 1" and parts[1].closed
+    streaming = split_markdown("Text\n```js\nlet x")
+    assert streaming[-1].kind == "code" and not streaming[-1].closed
+    assert close_open_fence("Text\n```js\nlet x").endswith("let x\n```")
+    assert close_open_fence("no code") == "no code"
+    # A shorter fence does not close a longer one.
+    assert split_markdown("````\n```\n````")[0].text == "```"
+
+
+def test_finished_message_renders_markdown_and_code_blocks_with_a_copy_button(qtbot):
+    body = MessageBody()
+    qtbot.addWidget(body)
+    body.set_content(ANSWER, [], streaming=False, colours=False)
+    blocks = body.findChildren(CodeBlock)
+    assert [b.code for b in blocks] == ["def f():\n    return 1", "raw"]
+    assert blocks[0].view.font().fixedPitch() or blocks[0].view.font().styleHint() == theme.monospace().styleHint()
+    blocks[0].copy_button.click()
+    assert QGuiApplication.clipboard().text() == "def f():\n    return 1"
+    assert blocks[0].copy_button.text() == "Copied"
+    panes = [p for p in body.findChildren(TextPane) if not isinstance(p.parent(), CodeBlock)]
+    assert any("bold" in p.toPlainText() and "**" not in p.toPlainText() for p in panes)
+
+
+def test_streaming_appends_to_one_pane_and_renders_markdown_when_done(qtbot):
+    body = MessageBody()
+    qtbot.addWidget(body)
+    body.set_content("", [], streaming=True, colours=False)
+    pane = body._pane
+    for i in range(200):
+        body.append([Token(f"w{i} ", "target", i)])
+    assert body._pane is pane  # the same widget the whole time: no re-layout of anything else
+    assert pane.toPlainText().startswith("w0 w1") and "w199" in pane.toPlainText()
+    body.finish(ANSWER, [Token(ANSWER, "target", 0)])
+    assert body._pane is None and len(body.findChildren(CodeBlock)) == 2
+
+
+def test_token_colours_give_each_token_a_background_and_a_tooltip(qtbot):
+    body = MessageBody()
+    qtbot.addWidget(body)
+    body.token_tooltip = lambda i: f"token {i}"
+    tokens = [Token("Hello", "target", 0), Token(" world", "draft", 1), Token("!", "lookup", 1)]
+    body.set_content("Hello world!", tokens, streaming=False, colours=True)
+    doc = body._pane.document()
+    from PySide6.QtGui import QTextCursor
+
+    cursor = QTextCursor(doc)
+    cursor.setPosition(8)  # inside " world"
+    fmt = cursor.charFormat()
+    assert fmt.background().color() == theme.token_background("draft")
+    assert fmt.property(0x100000 + 1) == 1
+    cursor.setPosition(3)
+    assert cursor.charFormat().background().style() == Qt.BrushStyle.NoBrush
+    assert body._pane.token_tooltip(1) == "token 1"
+
+
+def test_chat_view_batches_tokens_per_frame(qtbot):
+    view = ChatView()
+    qtbot.addWidget(view)
+    message = Message(1, 1, "assistant", params={"target": "T"})
+    view.add_message(message, streaming=True)
+    for i in range(500):
+        view.queue_tokens(1, [Token(f"{i} ", "target", i)])
+    assert view.frames_drawn == 0  # nothing drawn per token
+    qtbot.waitUntil(lambda: view.frames_drawn >= 1, timeout=2_000)
+    assert view.frames_drawn == 1  # 500 tokens, one frame
+    assert "499" in view.message_widget(1).body.text
+
+
+def test_rounds_chart_bins_long_answers_and_describes_rounds(qtbot):
+    rounds = [("draft", 4, 4, 3), ("none", 0, 0, 0), ("lookup", 2, 2, 2)] * 200
+    chart = RoundsChart()
+    qtbot.addWidget(chart)
+    chart.resize(240, chart.height())
+    chart.set_rounds(rounds)
+    bins = _bins(len(rounds), 234)
+    assert len(bins) * 3 <= 240 and bins[-1][1] == len(rounds)
+    assert "Round 1: draft model, draft length 4" in chart.describe(0, 1)
+    assert "drafted 4, accepted 3" in chart.describe(0, 1)
+    assert "no draft" in chart.describe(1, 2)
+    assert "Rounds 1–3" in chart.describe(0, 3)
+    assert chart.round_at(5) is not None
+    assert not chart.grab().isNull()
+    few = RoundsChart()
+    qtbot.addWidget(few)
+    few.resize(300, few.height())
+    few.set_rounds(rounds[:3])
+    assert few.round_at(few.width() - 10) is None  # three thin bars, not three blocks
+    hist, split = Histogram(), TimeSplitBar()
+    qtbot.addWidget(hist)
+    qtbot.addWidget(split)
+    hist.set_hist({0: 2, 3: 5, 16: 1})
+    split.set_times(0.1, 0.3, 0.05, 0.5)
+    assert not hist.grab().isNull() and not split.grab().isNull()
+    assert abs(split.parts["other"] - 0.05) < 1e-9
+
+
+def test_footer_figures_and_comparison():
+    stats = AnswerStats(
+        n_tokens=100, n_drafted=80, n_accepted=60, gen_s=2.0, ttft_s=0.25, target_step_s=0.03, rounds=[]
+    )
+    texts = [t for t, _tip in figures(stats)]
+    assert texts == [
+        "≈1.50× vs plain (estimate)",
+        "75% of drafts accepted",
+        "50.0 tok/s",
+        "100 tokens",
+        "first token 0.25 s",
+    ]
+    assert all(tip for _t, tip in figures(stats))
+    assert compare_texts("abc", "abc") == (True, -1)
+    assert compare_texts("abcd", "abXd") == (False, 2)
+    assert compare_texts("ab", "abc") == (False, 2)
+
+
+def test_footer_live_and_incomplete_states(qtbot):
+    footer = StatsFooter()
+    qtbot.addWidget(footer)
+    footer.set_stats(AnswerStats(n_tokens=3, rounds=[("none", 0, 0, 0)]), "streaming")
+    assert not footer.compare_button.isEnabled()
+    footer.set_stats(AnswerStats(n_tokens=3, rounds=[("none", 0, 0, 0)]), "incomplete")
+    assert "Incomplete" in footer.state_label.text()
+
+
+def test_enter_sends_shift_enter_is_a_new_line_and_up_edits(qtbot):
+    composer = Composer()
+    qtbot.addWidget(composer)
+    sent, edits = [], []
+    composer.send_requested.connect(sent.append)
+    composer.edit_last_requested.connect(lambda: edits.append(1))
+    qtbot.keyClick(composer.input, Qt.Key.Key_Up)
+    assert edits == [1]
+    qtbot.keyClicks(composer.input, "line one")
+    qtbot.keyClick(composer.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(composer.input, "line two")
+    assert sent == [] and composer.text() == "line one\nline two"
+    qtbot.keyClick(composer.input, Qt.Key.Key_Return)
+    assert sent == ["line one\nline two"]
+    composer.set_busy(True)
+    qtbot.keyClick(composer.input, Qt.Key.Key_Return)
+    assert len(sent) == 1 and composer.button.text() == "Stop"
+
+
+def test_pyside_reference_leak_guard():
+    # A correct call returns a new reference: no leak is reported for plain Python.
+    assert not qt_compat.leaks(None, lambda: None)
+    # Whatever this PySide6 does, many void calls and emits must not bring the interpreter down.
+    obj = QObject()
+    for _ in range(20_000):
+        obj.setObjectName("x")
+        obj.objectNameChanged.emit("y")
+    assert sys.getrefcount(None) > 0
+    chart = RoundsChart()
+    chart.mapToGlobal(QPoint(0, 0))

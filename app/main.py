@@ -10,22 +10,28 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specula", description="Specula: private, offline chat with local models.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log to the terminal, llama.cpp included")
-    # Packaging adds its own modes here (for example --self-test MODEL [DRAFT]); each returns an exit code
-    # from run_mode() before any window exists.
+    parser.add_argument(
+        "--self-test", metavar="MODEL [DRAFT]", help="check the install without a window (see app.selftest)"
+    )
     return parser
 
 
-def run_mode(args: argparse.Namespace) -> int | None:
-    """Non-interactive modes; None means: start the window."""
+def run_mode(argv: list[str]) -> int | None:
+    """Modes without a window, each returning an exit code; None means: start the window."""
+    if "--self-test" in argv:
+        from app.selftest import main as self_test  # never imports the window modules
+
+        return self_test(argv)
     return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
-    code = run_mode(args)
+    argv = sys.argv[1:] if argv is None else argv
+    code = run_mode(argv)
     if code is not None:
         return code
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
 
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QGuiApplication

@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
 from app import theme
 from app.store import Token
 
-RERENDER_S = 0.3  # Markdown re-render interval while streaming
+RERENDER_S = 0.3  # shortest Markdown re-render interval while streaming (longer for long answers)
 TOKEN_PROPERTY = QTextFormat.Property.UserProperty + 1  # token index stored in each token's format
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
 
@@ -286,6 +286,7 @@ class MessageBody(QWidget):
         self.token_tooltip: Callable[[int], str] | None = None
         self._pane: TextPane | None = None  # the single pane of the streaming and token modes
         self._last_render = 0.0
+        self._render_cost = 0.0
         self._cursor: QTextCursor | None = None
         self._fences = _FenceTracker()
 
@@ -314,7 +315,7 @@ class MessageBody(QWidget):
             return
         if self.colours:
             self._append_tokens(tokens, first)
-        elif time.monotonic() - self._last_render >= RERENDER_S:
+        elif time.monotonic() - self._last_render >= max(RERENDER_S, 10 * self._render_cost):
             self._render_markdown_pane()
         else:
             self._end_cursor().insertText(added)
@@ -360,11 +361,14 @@ class MessageBody(QWidget):
         return pane
 
     def _render_markdown_pane(self) -> None:
+        t0 = time.monotonic()
         doc = self._pane.document()
         doc.setMarkdown(close_open_fence(self.text), MARKDOWN)
         decorate_code_blocks(doc, self.palette())
         self._cursor = None
         self._last_render = time.monotonic()
+        # Long answers re-render less often: at most a tenth of the time goes to re-rendering.
+        self._render_cost = self._last_render - t0
 
     def _end_cursor(self) -> QTextCursor:
         if self._cursor is None:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -31,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from app import theme
 from app.downloads import download_button
+from app.rich_text import TextPane
 from app.settings import ModelSettings, Settings
 from engine.compat import check_compatible
 from engine.config import DrafterMode
@@ -71,6 +73,24 @@ def incompatibility_reason(target_path, draft_path) -> str | None:
     return None
 
 
+class Note(TextPane):
+    """A wrapped, selectable note exactly as tall as its text (a QLabel's wrapped height is
+    under-measured inside a form layout in a tab)."""
+
+    def __init__(self, colour: QColor, parent: QWidget | None = None):
+        super().__init__(parent)
+        pal = self.palette()
+        pal.setColor(QPalette.ColorRole.Text, colour)
+        self.setPalette(pal)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+
+    def setText(self, text: str) -> None:  # noqa: N802 - QLabel's name, so notes read like labels
+        self.setPlainText(text)
+
+    def text(self) -> str:
+        return self.toPlainText()
+
+
 class SettingsDialog(QDialog):
     download_requested = Signal()
 
@@ -103,7 +123,7 @@ class SettingsDialog(QDialog):
         buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults).clicked.connect(self.restore_defaults)
         layout.addWidget(buttons)
         self.load(settings)
-        self.resize(self.fontMetrics().horizontalAdvance("M") * 48, self.sizeHint().height())
+        self.resize(self.fontMetrics().horizontalAdvance("M") * 72, self.sizeHint().height())
 
     # -- building -----------------------------------------------------------------------------
 
@@ -139,9 +159,7 @@ class SettingsDialog(QDialog):
         form.addRow("Draft model", row)
         self.draft_note = self._note_label()
         form.addRow("", self.draft_note)
-        self.hidden_label = QLabel()
-        self.hidden_label.setWordWrap(True)
-        self.hidden_label.setStyleSheet(f"color: {theme.css(theme.subtle())};")
+        self.hidden_label = Note(theme.subtle())
         form.addRow("", self.hidden_label)
 
         self.download_button = download_button("Download models…", "Browse and download models from Hugging Face")
@@ -168,18 +186,15 @@ class SettingsDialog(QDialog):
         form.addRow("", note)
         self.tabs.addTab(page, "Models")
 
-    def _note_label(self) -> QLabel:
-        label = QLabel()
-        label.setWordWrap(True)
-        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        label.setStyleSheet(f"color: {theme.css(theme.error_colour())};")
-        label.setVisible(False)
-        return label
+    def _note_label(self) -> Note:
+        note = Note(theme.error_colour())
+        note.setVisible(False)
+        return note
 
     @staticmethod
-    def _say(label: QLabel, text: str) -> None:
-        label.setText(text)
-        label.setVisible(bool(text))
+    def _say(note: Note, text: str) -> None:
+        note.setText(text)
+        note.setVisible(bool(text))
 
     def _placement_controls(self, which: str) -> tuple[QSpinBox, QSpinBox]:
         gpu = QSpinBox()
@@ -205,8 +220,8 @@ class SettingsDialog(QDialog):
         self.temperature.setSingleStep(0.05)
         self.temperature.setDecimals(2)
         self.temperature.setToolTip(
-            "Randomness. 0 always takes the most likely token (greedy: speculation then gives exactly the plain "
-            "answer); higher values give more varied answers."
+            "Randomness. 0 always takes the most likely token (greedy: the same answer every time); "
+            "higher values give more varied answers."
         )
         form.addRow("Temperature", self.temperature)
         self.top_p = QDoubleSpinBox()
@@ -267,8 +282,9 @@ class SettingsDialog(QDialog):
         )
         form.addRow("Draft length", self.draft_length)
         info = QLabel(
-            "Speculative decoding never changes what the target would say: at temperature 0 the answer is the "
-            "target's own, and above 0 it follows the target's distribution exactly. It only changes the speed."
+            "Speculative decoding does not change what the target would say: at temperature 0 you get the "
+            "target's own greedy answer (very rarely a near-tie rounds differently in a batch), and above 0 "
+            "exactly its distribution. It only changes the speed."
         )
         info.setWordWrap(True)
         info.setStyleSheet(f"color: {theme.css(theme.subtle())};")

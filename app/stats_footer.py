@@ -49,7 +49,7 @@ def figures(stats: AnswerStats) -> list[tuple[str, str]]:
     else:
         items.append(("nothing drafted", "No draft tokens: speculation was off, or auto mode chose plain decoding."))
     items.append((f"{stats.gen_tps:.1f} tok/s", "Tokens per second while generating (after the prompt)."))
-    items.append((f"{stats.n_tokens} tokens", "Tokens in this answer."))
+    items.append((f"{stats.n_tokens} token{'' if stats.n_tokens == 1 else 's'}", "Tokens in this answer."))
     if stats.ttft_s:
         items.append(
             (

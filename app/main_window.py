@@ -42,18 +42,10 @@ from app.welcome import WelcomePanel
 from app.worker import EngineHost
 from engine.config import ChatMessage, DrafterMode, SpecParams
 from engine.events import DoneEvent, FinishReason, RoundEvent
-from engine.gguf import read_header
 
 log = logging.getLogger(__name__)
 
 TICK_MS = 250  # store writes and live statistics while an answer streams
-
-
-def model_name(path: str) -> str:
-    try:
-        return read_header(path).name
-    except Exception:  # noqa: BLE001 - only a label
-        return Path(path).name
 
 
 class MainWindow(QMainWindow):
@@ -569,8 +561,9 @@ class MainWindow(QMainWindow):
     def _model_names(self) -> tuple[str | None, str | None]:
         if self.engine_info is not None:
             return self.engine_info.target_name, self.engine_info.draft_name
+        # Not loaded (yet): file names, rather than reading headers on the GUI thread.
         draft = self.settings.draft.path
-        return model_name(self.settings.target.path), model_name(draft) if draft else None
+        return Path(self.settings.target.path).stem, Path(draft).stem if draft else None
 
     @staticmethod
     def _chat_messages(messages: list[Message], system_prompt: str) -> list[ChatMessage]:

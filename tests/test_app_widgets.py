@@ -178,3 +178,31 @@ def test_pyside_reference_leak_guard():
     assert sys.getrefcount(None) > 0
     chart = RoundsChart()
     chart.mapToGlobal(QPoint(0, 0))
+
+
+def test_hovering_a_token_shows_its_tooltip(qtbot):
+    from PySide6.QtCore import QEvent, QPointF
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtWidgets import QApplication, QToolTip
+
+    body = MessageBody()
+    body.resize(400, 200)
+    qtbot.addWidget(body)
+    body.token_tooltip = lambda i: f"token number {i}"
+    tokens = [Token("alpha ", "target", 0), Token("beta ", "draft", 1), Token("gamma", "lookup", 1)]
+    body.set_content("alpha beta gamma", tokens, streaming=False, colours=True)
+    body.show()
+    pane = body._pane
+    layout = pane.document().documentLayout()
+    # The middle of "beta": find a point whose hit position is inside the second token.
+    rect = layout.blockBoundingRect(pane.document().begin())
+    x = next(
+        x
+        for x in range(int(rect.width()))
+        if layout.hitTest(QPointF(x, rect.height() / 2), Qt.HitTestAccuracy.ExactHit) == 8
+    )
+    pos = QPoint(x, int(rect.height() / 2))
+    QApplication.sendEvent(pane.viewport(), QHelpEvent(QEvent.Type.ToolTip, pos, pane.viewport().mapToGlobal(pos)))
+    qtbot.waitUntil(QToolTip.isVisible, timeout=2_000)
+    assert QToolTip.text() == "token number 1"
+    QToolTip.hideText()

@@ -273,3 +273,86 @@ def test_renders_in_light_and_dark_palettes(qtbot, make_window, smollm2_path, da
         assert (pixel.lightness() < 128) == dark
     finally:
         app.setPalette(original)
+
+
+def test_load_progress_reaches_the_status_bar(qtbot, make_window, smollm2_path):
+    stages = []
+    window = make_window(smol_settings(smollm2_path), wait=False)
+    window.host.worker.load_progress.connect(lambda stage, _f: stages.append(stage))
+    qtbot.waitUntil(lambda: window.engine_state == "ready", timeout=120_000)
+    qtbot.waitUntil(lambda: "Ready" in stages, timeout=5_000)
+    assert "Measuring this machine" in stages
+    assert not window.status.progress.isVisible()
+    assert "MB" in window.status.memory.text() or "GB" in window.status.memory.text()
+
+
+def test_a_decode_error_mid_answer_is_a_message_and_the_app_keeps_working(qtbot, make_window, smollm2_path):
+    from engine.errors import DecodeError
+
+    window = make_window(smol_settings(smollm2_path, max_tokens=200))
+    runner = window.host.worker.engine.target  # idle now: safe to patch from this thread
+    real_eval, calls = runner.eval, []
+
+    def failing_eval(tokens, n_logits=1):
+        calls.append(1)
+        if len(calls) == 6:
+            raise DecodeError("llama_decode failed (code -3) at position 60.")
+        return real_eval(tokens, n_logits)
+
+    runner.eval = failing_eval
+    answer = ask(qtbot, window, LONG)
+    runner.eval = real_eval
+    assert answer.finish_reason == "error" and "llama_decode failed" in answer.error
+    assert "answer so far is kept" in answer.error  # the engine's hint
+    widget = window.chat_view.message_widget(answer.id)
+    assert widget.error_label.isVisible() and widget.body.text == answer.content
+    assert ask(qtbot, window, "Say hi.").finish_reason in ("stop", "length")
+
+
+def test_an_unexpected_exception_in_the_worker_is_a_message_not_a_dead_thread(qtbot, make_window, smollm2_path):
+    window = make_window(smol_settings(smollm2_path, max_tokens=16))
+    engine = window.host.worker.engine
+    real_chat = engine.chat
+
+    def broken_chat(*args, **kwargs):
+        yield from ()
+        raise RuntimeError("llama_decode returned -1")  # what llama-cpp-python raises
+
+    engine.chat = broken_chat
+    answer = ask(qtbot, window, "Hello")
+    engine.chat = real_chat
+    assert answer.finish_reason == "error" and "RuntimeError" in answer.error
+    assert window.host.thread.isRunning()
+    assert ask(qtbot, window, "Say hi.").finish_reason in ("stop", "length")
+
+
+def test_switching_conversations_while_an_answer_streams(qtbot, make_window, smollm2_path):
+    window = make_window(smol_settings(smollm2_path, max_tokens=400))
+    ask(qtbot, window, LONG, wait=False)
+    streaming_conv = window.conversation.id
+    qtbot.waitUntil(lambda: window.active is not None and len(window.active.tokens) >= 5, timeout=60_000)
+    window.new_conversation()
+    assert window.chat_view.widgets == {} and window.busy
+    qtbot.waitUntil(lambda: len(window.active.tokens) >= 15, timeout=60_000)
+    window.open_conversation(streaming_conv)
+    answer_id = window.active.message.id
+    widget = window.chat_view.message_widget(answer_id)
+    assert widget.streaming and len(widget.body.tokens) >= 15  # caught up with what streamed meanwhile
+    n = len(widget.body.tokens)
+    qtbot.waitUntil(lambda: len(widget.body.tokens) > n, timeout=60_000)  # and keeps streaming
+    window.stop()
+    wait_answer(qtbot, window)
+    assert widget.body.text == window.store.message(answer_id).content
+
+
+def test_closing_mid_answer_keeps_it_as_stopped(qtbot, make_window, smollm2_path):
+    window = make_window(smol_settings(smollm2_path, max_tokens=400))
+    ask(qtbot, window, LONG, wait=False)
+    qtbot.waitUntil(lambda: window.active is not None and len(window.active.tokens) >= 5, timeout=60_000)
+    answer_id = window.active.message.id
+    window.close()
+    assert not window.host.thread.isRunning()
+    store = Store()
+    stored = store.message(answer_id)
+    store.close()
+    assert stored.complete and stored.finish_reason == "cancelled" and len(stored.tokens) >= 5

@@ -89,6 +89,8 @@ class MessageWidget(QFrame):
         self.error_label.setWordWrap(True)
         self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.error_label.setVisible(False)
+        theme.tint(self.error_label, theme.error_colour)
+        theme.tint(self.meta_label)
         layout.addWidget(self.error_label)
 
         self.footer: StatsFooter | None = None
@@ -209,8 +211,6 @@ class MessageWidget(QFrame):
         self._restyling = True
         try:
             pal = QGuiApplication.palette()
-            self.meta_label.setStyleSheet(f"color: {theme.css(theme.subtle(pal))};")
-            self.error_label.setStyleSheet(f"color: {theme.css(theme.error_colour(pal))};")
             if self.is_user:
                 self.setAutoFillBackground(True)
                 own = self.palette()
@@ -255,13 +255,14 @@ class Notice(QFrame):
         close.clicked.connect(self._close)
         layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
         if kind == "error":
-            self.label.setStyleSheet(f"color: {theme.css(theme.error_colour())};")
+            theme.tint(self.label, theme.error_colour)
 
     def text(self) -> str:
         return self.label.text()
 
     def _close(self) -> None:
         self.closed.emit()
+        self.hide()
         self.deleteLater()
 
 
@@ -287,6 +288,9 @@ class ChatView(QScrollArea):
         )
         self.placeholder.setWordWrap(True)
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        em = self.fontMetrics().height()
+        self.placeholder.setContentsMargins(em, 3 * em, em, 3 * em)
+        theme.tint(self.placeholder)
         self.column_layout.insertWidget(0, self.placeholder)
         self.widgets: dict[int, MessageWidget] = {}
         self.notices: list[Notice] = []
@@ -308,6 +312,7 @@ class ChatView(QScrollArea):
     def set_messages(self, messages: list[Message], streaming_id: int | None = None, streaming_tokens=None) -> None:
         self._pending.clear()
         for widget in self.widgets.values():
+            widget.hide()  # gone from this frame on, not only when the event loop deletes it
             widget.deleteLater()
         self.widgets.clear()
         for message in messages:
@@ -339,6 +344,7 @@ class ChatView(QScrollArea):
         self._pending.pop(message_id, None)
         widget = self.widgets.pop(message_id, None)
         if widget is not None:
+            widget.hide()
             widget.deleteLater()
         self._update_last()
 
@@ -407,6 +413,7 @@ class ChatView(QScrollArea):
         for notice in list(self.notices):
             if kind is None or notice.kind == kind:
                 self.notices.remove(notice)
+                notice.hide()
                 notice.deleteLater()
 
     # -- scrolling ----------------------------------------------------------------------------
@@ -437,7 +444,6 @@ class ChatView(QScrollArea):
             self._restyle()
 
     def _restyle(self) -> None:
-        self.placeholder.setStyleSheet(f"color: {theme.css(theme.subtle())}; padding: 3em 1em;")
         pal = self.viewport().palette()
         pal.setColor(QPalette.ColorRole.Window, QGuiApplication.palette().color(QPalette.ColorRole.Base))
         self.viewport().setPalette(pal)

@@ -103,7 +103,7 @@ class Composer(QFrame):
         row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
         layout.addLayout(row)
         self.editing_id: int | None = None
-        self.banner_label.setStyleSheet(f"color: {theme.css(theme.subtle())};")
+        theme.tint(self.banner_label)
 
     def text(self) -> str:
         return self.input.toPlainText()

@@ -118,6 +118,11 @@ def decorate_code_blocks(doc: QTextDocument, pal: QPalette) -> None:
         block = block.next()
 
 
+def _theme_key() -> tuple:
+    pal = QGuiApplication.palette()
+    return tuple(pal.color(r).rgba() for r in (QPalette.ColorRole.Base, QPalette.ColorRole.Text))
+
+
 class _FenceTracker:
     """Follows fenced code blocks line by line as text streams in (token-colour mode)."""
 
@@ -226,6 +231,7 @@ class CodeBlock(QFrame):
         header = QHBoxLayout()
         self.language = QLabel(language or "code")
         self.language.setAccessibleName("Code language")
+        theme.tint(self.language)
         self.copy_button = QToolButton()
         self.copy_button.setText("Copy")
         self.copy_button.setAutoRaise(True)
@@ -264,7 +270,6 @@ class CodeBlock(QFrame):
             pal = self.palette()
             pal.setColor(QPalette.ColorRole.Window, theme.card(QGuiApplication.palette(), 0.07))
             self.setPalette(pal)
-            self.language.setStyleSheet(f"color: {theme.css(theme.subtle())};")
         finally:
             self._restyling = False
 
@@ -289,6 +294,7 @@ class MessageBody(QWidget):
         self._render_cost = 0.0
         self._cursor: QTextCursor | None = None
         self._fences = _FenceTracker()
+        self._built_for: tuple = ()
 
     # -- public -------------------------------------------------------------------------------
 
@@ -333,12 +339,14 @@ class MessageBody(QWidget):
         while self._layout.count():
             item = self._layout.takeAt(0)
             if item.widget() is not None:
+                item.widget().hide()  # off screen now, deleted when the event loop gets to it
                 item.widget().deleteLater()
         self._pane = None
         self._cursor = None
 
     def _rebuild(self) -> None:
         self._clear()
+        self._built_for = _theme_key()
         if self.colours:
             self._pane = self._new_pane()
             self._pane.token_tooltip = self.token_tooltip
@@ -406,5 +414,6 @@ class MessageBody(QWidget):
 
     def changeEvent(self, event) -> None:
         super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange and (self.colours or not self.streaming):
+        # Rebuild only when the theme really changed (a parent restyling itself changes no text colour).
+        if event.type() == QEvent.Type.PaletteChange and self._built_for != _theme_key():
             self._rebuild()

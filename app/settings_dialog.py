@@ -12,7 +12,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -77,11 +76,9 @@ class Note(TextPane):
     """A wrapped, selectable note exactly as tall as its text (a QLabel's wrapped height is
     under-measured inside a form layout in a tab)."""
 
-    def __init__(self, colour: QColor, parent: QWidget | None = None):
+    def __init__(self, colour_of, parent: QWidget | None = None):
         super().__init__(parent)
-        pal = self.palette()
-        pal.setColor(QPalette.ColorRole.Text, colour)
-        self.setPalette(pal)
+        theme.tint(self, colour_of)
         self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
 
     def setText(self, text: str) -> None:  # noqa: N802 - QLabel's name, so notes read like labels
@@ -159,7 +156,7 @@ class SettingsDialog(QDialog):
         form.addRow("Draft model", row)
         self.draft_note = self._note_label()
         form.addRow("", self.draft_note)
-        self.hidden_label = Note(theme.subtle())
+        self.hidden_label = Note(theme.subtle)
         form.addRow("", self.hidden_label)
 
         self.download_button = download_button("Download models…", "Browse and download models from Hugging Face")
@@ -182,12 +179,12 @@ class SettingsDialog(QDialog):
         form.addRow("Draft GPU layers", self.draft_gpu)
         form.addRow("Draft CPU threads", self.draft_threads)
         note = QLabel("Changing models, context, GPU layers or threads reloads the models.")
-        note.setStyleSheet(f"color: {theme.css(theme.subtle())};")
+        theme.tint(note)
         form.addRow("", note)
         self.tabs.addTab(page, "Models")
 
     def _note_label(self) -> Note:
-        note = Note(theme.error_colour())
+        note = Note(theme.error_colour)
         note.setVisible(False)
         return note
 
@@ -287,7 +284,7 @@ class SettingsDialog(QDialog):
             "exactly its distribution. It only changes the speed."
         )
         info.setWordWrap(True)
-        info.setStyleSheet(f"color: {theme.css(theme.subtle())};")
+        theme.tint(info)
         form.addRow(info)
         self.tabs.addTab(page, "Speculation")
 

@@ -105,7 +105,7 @@ class Sidebar(QFrame):
         self._undo_timer.setSingleShot(True)
         self._undo_timer.timeout.connect(lambda: self.undo_bar.setVisible(False))
         self._filling = False
-        self.empty_label.setStyleSheet(f"color: {theme.css(theme.subtle())};")
+        theme.tint(self.empty_label)
 
     # -- content ------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ the drafter and draft length per round, the accepted-length histogram and the ti
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
@@ -184,6 +184,7 @@ class StatsFooter(QWidget):
         while len(self.figure_labels) < len(items):
             label = QLabel()
             label.setFont(self._small_font())
+            theme.tint(label)
             self.figure_labels.append(label)
             self.figures_row.addWidget(label)
         for i, label in enumerate(self.figure_labels):
@@ -213,15 +214,10 @@ class StatsFooter(QWidget):
         font.setPointSizeF(font.pointSizeF() * 0.92)
         return font
 
-    def changeEvent(self, event) -> None:
-        super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange:
-            self._restyle()
-
     def _restyle(self) -> None:
-        colour = theme.css(theme.subtle())
-        self.setStyleSheet(f"QLabel {{ color: {colour}; }}")
-        self.state_label.setStyleSheet(f"color: {theme.css(theme.warning_colour())};")
+        for label in (self.chart_caption, self.comparison_label):
+            theme.tint(label)
+        theme.tint(self.state_label, theme.warning_colour)
 
 
 class DetailsPanel(QFrame):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QGuiApplication, QIcon, QPalette
 
 from engine.config import TokenSource
@@ -130,3 +131,38 @@ def monospace() -> QFont:
 
 def css(colour: QColor) -> str:
     return colour.name(QColor.NameFormat.HexArgb if colour.alpha() < 255 else QColor.NameFormat.HexRgb)
+
+
+class _Tint(QObject):
+    """Keeps a widget's text colour derived from the application palette, across theme changes."""
+
+    def __init__(self, widget, colour_of):
+        super().__init__(widget)
+        self.colour_of = colour_of
+        widget.installEventFilter(self)
+        self.apply(widget)
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Type.ApplicationPaletteChange:
+            self.apply(obj)
+        return False
+
+    def apply(self, widget) -> None:
+        colour = self.colour_of(QGuiApplication.palette())
+        pal = widget.palette()
+        if pal.color(QPalette.ColorRole.WindowText) != colour:
+            pal.setColor(QPalette.ColorRole.WindowText, colour)
+            pal.setColor(QPalette.ColorRole.Text, colour)
+            widget.setPalette(pal)
+
+
+def tint(widget, colour_of=None) -> None:
+    """Colour a label's text with colour_of(palette) (default: secondary text), now and after theme changes.
+
+    A palette, not a style sheet: a style sheet on a container freezes its children's palettes.
+    """
+    for child in widget.findChildren(_Tint):
+        if child.parent() is widget:
+            widget.removeEventFilter(child)
+            child.setParent(None)
+    _Tint(widget, colour_of or subtle)

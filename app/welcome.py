@@ -100,14 +100,13 @@ class WelcomePanel(QWidget):
         layout.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
         label = QLabel(text)
         label.setWordWrap(True)
-        label.setStyleSheet(f"color: {theme.css(theme.subtle(t=0.3))};")
+        theme.tint(label, lambda pal: theme.subtle(pal, 0.3))
         layout.addWidget(label, 1)
         return frame
 
     def set_note(self, text: str, error: bool = False) -> None:
         self.note.setText(text)
-        colour = theme.error_colour() if error else theme.subtle()
-        self.note.setStyleSheet(f"color: {theme.css(colour)};")
+        theme.tint(self.note, theme.error_colour if error else theme.subtle)
         self.note.setVisible(bool(text))
 
     def _start_starter(self) -> None:

@@ -356,3 +356,29 @@ def test_closing_mid_answer_keeps_it_as_stopped(qtbot, make_window, smollm2_path
     stored = store.message(answer_id)
     store.close()
     assert stored.complete and stored.finish_reason == "cancelled" and len(stored.tokens) >= 5
+
+
+def test_a_theme_change_at_run_time_restyles_everything(qtbot, make_window, smollm2_path):
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from app import theme
+    from app.rich_text import TextPane
+
+    app = QApplication.instance()
+    original = app.palette()
+    window = make_window(smol_settings(smollm2_path, max_tokens=24))
+    answer = ask(qtbot, window, "Write a one-line Python hello world.")
+    widget = window.chat_view.message_widget(answer.id)
+    try:
+        app.setPalette(theme.dark_palette())
+        dark = QGuiApplication.palette()
+        assert widget.footer.chart.palette().color(QPalette.ColorRole.Window).lightness() < 128
+        label = widget.footer.figure_labels[0]
+        assert label.palette().color(QPalette.ColorRole.WindowText) == theme.subtle(dark)
+        # Switching to token colours replaces the text at once: no stale pane stays on screen.
+        window.colours_button.setChecked(True)
+        visible = [p for p in widget.body.findChildren(TextPane) if p.isVisible()]
+        assert visible == [widget.body._pane]
+    finally:
+        app.setPalette(original)

@@ -143,7 +143,8 @@ class _Tint(QObject):
         self.apply(widget)
 
     def eventFilter(self, obj, event) -> bool:
-        if event.type() == QEvent.Type.ApplicationPaletteChange:
+        # Children get PaletteChange (not ApplicationPaletteChange) when the theme changes.
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
             self.apply(obj)
         return False
 

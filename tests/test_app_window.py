@@ -373,12 +373,15 @@ def test_a_theme_change_at_run_time_restyles_everything(qtbot, make_window, smol
     try:
         app.setPalette(theme.dark_palette())
         dark = QGuiApplication.palette()
-        assert widget.footer.chart.palette().color(QPalette.ColorRole.Window).lightness() < 128
-        label = widget.footer.figure_labels[0]
+        chart, label = widget.footer.chart, widget.footer.figure_labels[0]
+        qtbot.waitUntil(lambda: chart.palette().color(QPalette.ColorRole.Window).lightness() < 128, timeout=3_000)
         assert label.palette().color(QPalette.ColorRole.WindowText) == theme.subtle(dark)
         # Switching to token colours replaces the text at once: no stale pane stays on screen.
         window.colours_button.setChecked(True)
-        visible = [p for p in widget.body.findChildren(TextPane) if p.isVisible()]
-        assert visible == [widget.body._pane]
+        def visible():
+            return [p for p in widget.body.findChildren(TextPane) if p.isVisible()]
+
+        qtbot.waitUntil(lambda: widget.body._pane in visible(), timeout=3_000)
+        assert visible() == [widget.body._pane]
     finally:
         app.setPalette(original)

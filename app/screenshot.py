@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         show_token_colours=not args.no_colours,
         drafter_mode=args.mode,
     )
-    window = MainWindow(Store(), settings, library=ModelLibrary(scan_external=False))
+    store = Store()
+    window = MainWindow(store, settings, library=ModelLibrary(scan_external=False))
     w, h = (int(v) for v in args.size.split("x"))
     window.resize(w, h)
     window.show()
@@ -101,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         window.grab().save(args.final)
         print(f"saved {args.final}")
     window.close()
+    store.close()
+    shutil.rmtree(home, ignore_errors=True)
     return 0
 
 

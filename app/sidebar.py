@@ -83,9 +83,10 @@ class Sidebar(QFrame):
         self.list.setUniformItemSizes(True)
         layout.addWidget(self.list, 1)
         self.empty_label = QLabel("No conversations yet.")
-        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
         self.empty_label.setWordWrap(True)
-        layout.addWidget(self.empty_label)
+        self.empty_label.setContentsMargins(4, self.fontMetrics().height(), 4, 0)
+        layout.addWidget(self.empty_label, 1)  # stands in for the empty list
 
         self.undo_bar = QFrame()
         undo = QHBoxLayout(self.undo_bar)
@@ -128,6 +129,7 @@ class Sidebar(QFrame):
         searching = bool(self.search.text().strip())
         self.empty_label.setText("No conversation contains that text." if searching else "No conversations yet.")
         self.empty_label.setVisible(not conversations)
+        self.list.setVisible(bool(conversations))
 
     def current_id(self) -> int | None:
         item = self.list.currentItem()

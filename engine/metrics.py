@@ -25,6 +25,7 @@ class AnswerStats:
     t_verify: float = 0.0
     t_sample: float = 0.0
     target_step_s: float = 0.0  # the target's measured single-token decode time on this machine
+    plain_estimate_s: float = 0.0  # what plain decoding would have taken for these tokens (see below)
     backend: str = ""
 
     @property
@@ -48,11 +49,15 @@ class AnswerStats:
     def estimated_speedup(self) -> float:
         """Plain decoding's estimated time for these tokens over the time they took.
 
-        An estimate: plain decoding is modelled as n_tokens single-token steps at the measured
-        step time. The benchmark measures the real ratio by running plain decoding too.
+        An estimate. Each round's tokens are priced as single-token steps, scaled from that
+        round's own measured verification time by the machine's step/batch cost ratio, so
+        a machine that is busier now than at calibration does not inflate the figure. The
+        benchmark measures the real ratio by running plain decoding too.
         """
-        if self.gen_s <= 0 or self.target_step_s <= 0:
+        if self.gen_s <= 0:
             return 0.0
+        if self.plain_estimate_s > 0:
+            return self.plain_estimate_s / self.gen_s
         return self.n_tokens * self.target_step_s / self.gen_s
 
     def to_dict(self) -> dict:

@@ -75,6 +75,10 @@ def rates(stamps: list[float]) -> tuple[float, float, float]:
     return (len(stamps) - 1) / (stamps[-1] - stamps[0]), statistics.median(gaps) * 1000, p99 * 1000
 
 
+def median_run(tries: list[Run]) -> Run:
+    return sorted(tries, key=lambda r: r.decode_tps)[len(tries) // 2]
+
+
 def run_engine(engine: Engine, prompt: dict, config: str, sampling: SamplingParams, spec: SpecParams) -> Run:
     engine.reset_cache()
     t0 = time.perf_counter()
@@ -175,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int)
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--repeats", type=int, default=1, help="runs per configuration and prompt; the median is kept")
     parser.add_argument("--no-anchor", action="store_true", help="skip llama-cpp-python's create_completion")
     parser.add_argument("--no-followup", action="store_true")
     parser.add_argument("--no-match", action="store_true", help="skip rejection vs sample-and-match")
@@ -218,23 +223,29 @@ def main(argv: list[str] | None = None) -> int:
     for temperature in args.temperatures:
         sampling = SamplingParams(temperature=temperature, max_tokens=args.max_tokens, seed=args.seed)
         for prompt in prompts:
-            rows = []
-            if llm is not None:
-                rows.append(run_anchor(llm, engine, prompt, sampling))
-            rows += [run_engine(engine, prompt, c, sampling, CONFIGS[c]) for c in configs]
+            # Repeats are interleaved (every configuration once, then again) so a slow stretch
+            # of the machine hits all of them alike; each configuration's median run is kept.
+            tries: dict[str, list[Run]] = {}
+            for _ in range(args.repeats):
+                if llm is not None:
+                    tries.setdefault("llama-cpp-python", []).append(run_anchor(llm, engine, prompt, sampling))
+                for c in configs:
+                    tries.setdefault(c, []).append(run_engine(engine, prompt, c, sampling, CONFIGS[c]))
+            rows = [median_run(t) for t in tries.values()]
             runs += rows
             print_prompt_table(prompt["id"], temperature, rows)
 
     match = None
     if not args.no_match and engine.draft is not None:
         match = compare_match(engine, prompts, args)
-    follow = None if args.no_followup else followup(engine, data["followup_conversation"], 320)
+    follow = None if args.no_followup else followup(engine, data["followup_conversation"], 400)
     summary = summarise(runs, prompts, configs, match, follow)
     print_summary(summary)
     result = {
         "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count()},
         "engine": {k: v for k, v in info.__dict__.items()},
         "max_tokens": args.max_tokens,
+        "repeats": args.repeats,
         "runs": [r.__dict__ for r in runs],
         "sample_and_match": match,
         "followup": follow,

@@ -91,10 +91,15 @@ class Engine:
                 runner.close()
 
     def reset_cache(self) -> None:
-        """Forget cached context (switching conversations is handled by prefix matching anyway)."""
+        """Start from nothing: empty KV caches and no learned acceptance (costs stay measured).
+
+        Switching conversations needs none of this (prefix matching handles it); it is for
+        comparing runs fairly, as the benchmark does.
+        """
         for runner in (self.target, self.draft):
             if runner is not None:
                 runner.reset()
+        self.speculator.forget_acceptance()
 
     # -- answering -------------------------------------------------------------------------
 

@@ -63,6 +63,10 @@ class Speculator:
         draft_step = self.draft_runner.time_decode(1, repeats=2) if self.draft_runner else None
         return CostModel(verify, draft_step)
 
+    def forget_acceptance(self) -> None:
+        self.trackers.clear()
+        self.calibration = ConfidenceCalibration()
+
     def tracker(self, key: str) -> AcceptanceTracker:
         return self.trackers.setdefault(key, AcceptanceTracker())
 

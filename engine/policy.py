@@ -40,7 +40,7 @@ class CostModel:
 
     @property
     def draft_step_s(self) -> float | None:
-        return float(np.median(self._draft)) if self._draft else None
+        return _median(self._draft) if self._draft else None
 
     def verify_s(self, n: int) -> float:
         table = self._table or self._build()
@@ -50,9 +50,21 @@ class CostModel:
         return table[-1] + slope * (n - len(table) + 1)
 
     def _build(self) -> list[float]:
+        # Pure Python on purpose: this runs once per round, and numpy's per-call overhead on a
+        # handful of numbers would cost more than the arithmetic.
         ns = sorted(self._verify)
-        medians = np.maximum.accumulate([float(np.median(self._verify[n])) for n in ns])
-        table = [0.0] + [float(np.interp(n, ns, medians)) for n in range(1, ns[-1] + 1)]
+        medians, running = [], 0.0
+        for n in ns:
+            running = max(running, _median(self._verify[n]))
+            medians.append(running)
+        table = [0.0]
+        for n in range(1, ns[-1] + 1):
+            i = next(j for j, m in enumerate(ns) if m >= n)
+            if ns[i] == n or i == 0:
+                table.append(medians[i])
+            else:
+                share = (n - ns[i - 1]) / (ns[i] - ns[i - 1])
+                table.append(medians[i - 1] + share * (medians[i] - medians[i - 1]))
         self._table = table
         return table
 
@@ -65,6 +77,12 @@ class CostModel:
 
     def as_dict(self) -> dict:
         return {"verify_s": {n: self.verify_s(n) for n in sorted(self._verify)}, "draft_step_s": self.draft_step_s}
+
+
+def _median(values) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 class AcceptanceTracker:

@@ -32,7 +32,7 @@ class FixedCosts(CostModel):
 def with_costs(engine, costs: CostModel):
     saved = engine.speculator.costs
     engine.speculator.costs = costs
-    engine.speculator.trackers.clear()
+    engine.speculator.forget_acceptance()
     return saved
 
 

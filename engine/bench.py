@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     info = engine.info
     print(
         f"# {info.target_name} + {info.draft_name}; backend {info.backend}, {info.n_threads} threads; "
-        f"{len(prompts)} prompts, max {args.max_tokens} tokens",
+        f"{len(prompts)} prompts, max {args.max_tokens} tokens, {args.repeats} run(s) each",
         flush=True,
     )
     print(f"# calibration: {info.calibration}", flush=True)

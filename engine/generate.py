@@ -56,6 +56,7 @@ class Speculator:
         self.costs = costs or self.calibrate()
         self.trackers: dict[str, AcceptanceTracker] = {}
         self.calibration = ConfidenceCalibration()
+        self._shadow: _ShadowProposal | None = None
 
     def calibrate(self) -> CostModel:
         """Time target decodes of a few widths and one draft step (about a second on a CPU)."""
@@ -66,6 +67,7 @@ class Speculator:
     def forget_acceptance(self) -> None:
         self.trackers.clear()
         self.calibration = ConfidenceCalibration()
+        self._shadow = None
 
     def tracker(self, key: str) -> AcceptanceTracker:
         return self.trackers.setdefault(key, AcceptanceTracker())
@@ -91,6 +93,7 @@ class Speculator:
         for r in runners:
             r.cancel_event = cancel
         text = TextStream(sampling.stop)
+        self._shadow = None  # a proposal from another answer says nothing about this one
         committed = list(prompt)
         sources: Counter = Counter()
         finish, error = None, None
@@ -183,12 +186,12 @@ class Speculator:
         if mode in (DrafterMode.AUTO, DrafterMode.LOOKUP, DrafterMode.BOTH):
             lookup_tokens = self.lookup.candidates(committed, k_cap)
             if lookup_tokens:
-                options["lookup"] = (self.tracker(self._lookup_key()).rate, len(lookup_tokens))
+                options["lookup"] = (self.tracker(self._lookup_key()).rates, len(lookup_tokens))
         wants_model = mode in (DrafterMode.AUTO, DrafterMode.DRAFT_MODEL) or (
             mode == DrafterMode.BOTH and not lookup_tokens
         )
         if self.draft_model is not None and wants_model:
-            options["draft"] = (self.tracker("draft").rate, k_cap)
+            options["draft"] = (self.tracker("draft").rates, k_cap)
         if not options:
             return NO_DRAFT, lookup_tokens
         if spec.draft_length is not None:
@@ -224,22 +227,37 @@ class Speculator:
         return verify_sampled(_TargetRows(logits, sampling), draft.tokens, draft.p_draft, rng)
 
     def _learn(self, draft: Draft, verdict: Verdict, lookup_tokens: list[int]) -> None:
-        for tracker in self.trackers.values():
-            tracker.decay()
-        self.calibration.decay()
+        produced = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
         if draft.drafter == "draft":
             self.tracker("draft").observe(len(draft), verdict.n_accepted)
             self.calibration.observe(draft.confidence, verdict.n_accepted)
-        if draft.drafter == "lookup":
-            self.tracker(self._lookup_key()).observe(len(draft), verdict.n_accepted)
-        elif lookup_tokens:
-            # Lookup is deterministic, so what it would have scored is known for free: compare its
-            # offer with the tokens the round produced. This is how auto notices copying starts.
-            produced = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
-            matched = 0
-            while (
-                matched < len(produced) and matched < len(lookup_tokens) and lookup_tokens[matched] == produced[matched]
-            ):
-                matched += 1
-            seen = min(len(produced), len(lookup_tokens))
-            self.tracker(self._lookup_key()).observe(seen, matched)
+        else:
+            self.tracker("draft").decay()  # untried: drift back towards the prior, to be tried again
+            self.calibration.decay()
+        # Lookup is deterministic, so how far its whole offer would have gone is known for free:
+        # follow it against the tokens the target goes on to produce, round after round, until it
+        # misses or runs out — whether the round drafted from it, drafted part of it, or drafted
+        # nothing. This is how auto notices that an answer has started copying, and how it learns
+        # that a copy run continues beyond the few tokens it dared to draft.
+        if self._shadow is None and lookup_tokens:
+            self._shadow = _ShadowProposal(self._lookup_key(), lookup_tokens)
+        if self._shadow is not None and self._shadow.follow(produced):
+            shadow, self._shadow = self._shadow, None
+            self.tracker(shadow.key).observe(len(shadow.tokens), shadow.matched)
+
+
+class _ShadowProposal:
+    """A lookup offer, scored against what the target produced, used or not."""
+
+    def __init__(self, key: str, tokens: list[int]):
+        self.key, self.tokens, self.matched = key, list(tokens), 0
+
+    def follow(self, produced: list[int]) -> bool:
+        """Compare with the next produced tokens; True once the outcome is known."""
+        for token in produced:
+            if self.tokens[self.matched] != token:
+                return True
+            self.matched += 1
+            if self.matched == len(self.tokens):
+                return True
+        return False

@@ -16,7 +16,7 @@ import numpy as np
 
 WINDOW = 15  # recent timings kept per batch width; their median resists a busy moment
 PLAIN_MARGIN = 1.05  # expected gain a drafter must promise before auto leaves plain decoding
-MEMORY = 0.85  # per-round decay of acceptance counts: about the last dozen rounds matter
+MEMORY = 0.85  # decay of acceptance counts per observation: about the last dozen matter
 
 
 class CostModel:
@@ -86,37 +86,61 @@ def _median(values) -> float:
 
 
 class AcceptanceTracker:
-    """Per-token acceptance probability of one drafter, with a short, decaying memory.
+    """How often one drafter's tokens are accepted, as two rates with a short, decaying memory.
 
-    A round that drafted d tokens and kept a < d saw a accepts and one rejection; a round that
-    kept all d saw d accepts. Counts decay every round, so the estimate returns to the prior
-    when a drafter has not been tried for a while and it gets tried again.
+    first: the chance its first token is accepted; next: the chance a token is accepted given
+    the one before it was. Copying runs make the second much higher than the first, which a
+    single per-token rate would hide. A round that drafted d tokens and kept m saw: the first
+    accepted or not; m - 1 continuations accepted; and one rejected continuation if 1 <= m < d.
+    Counts decay with each observation (and, for a drafter not being tried, each round), so
+    the estimate returns towards the prior and the drafter gets tried again.
     """
 
-    def __init__(self, prior: float = 0.5, prior_weight: float = 2.0):
-        self.prior, self.prior_weight = prior, prior_weight
-        self.accepts = 0.0
-        self.rejects = 0.0
+    def __init__(self, prior_first: float = 0.5, prior_next: float = 0.5, prior_weight: float = 2.0):
+        self.prior_first, self.prior_next, self.prior_weight = prior_first, prior_next, prior_weight
+        self.first = [0.0, 0.0]  # accepted, rejected
+        self.next = [0.0, 0.0]
+
+    def _rate(self, counts: list[float], prior: float) -> float:
+        return (counts[0] + prior * self.prior_weight) / (counts[0] + counts[1] + self.prior_weight)
 
     @property
-    def rate(self) -> float:
-        a = self.accepts + self.prior * self.prior_weight
-        return a / (self.accepts + self.rejects + self.prior_weight)
+    def first_rate(self) -> float:
+        return self._rate(self.first, self.prior_first)
+
+    @property
+    def next_rate(self) -> float:
+        return self._rate(self.next, self.prior_next)
+
+    @property
+    def rates(self) -> tuple[float, float]:
+        return self.first_rate, self.next_rate
 
     def observe(self, n_drafted: int, n_accepted: int) -> None:
-        self.accepts += n_accepted
-        self.rejects += 1 if n_accepted < n_drafted else 0
+        if n_drafted <= 0:
+            return
+        self.decay()
+        self.first[0 if n_accepted >= 1 else 1] += 1
+        self.next[0] += max(n_accepted - 1, 0)
+        if 1 <= n_accepted < n_drafted:
+            self.next[1] += 1
 
     def decay(self) -> None:
-        self.accepts *= MEMORY
-        self.rejects *= MEMORY
+        for counts in (self.first, self.next):
+            counts[0] *= MEMORY
+            counts[1] *= MEMORY
 
 
-def expected_tokens(alpha: float, k: int) -> float:
-    """Tokens a round yields with k drafts each accepted with probability alpha (plus the target's own)."""
-    if alpha >= 1.0:
-        return k + 1.0
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+def expected_tokens(alpha: float | tuple[float, float], k: int) -> float:
+    """Tokens a round yields with k drafts (plus the target's own): 1 + a1 (1 - a^k) / (1 - a).
+
+    alpha is one per-token rate, or (first, next) rates as AcceptanceTracker keeps them.
+    """
+    first, cont = alpha if isinstance(alpha, tuple) else (alpha, alpha)
+    if k <= 0:
+        return 1.0
+    run = k if cont >= 1.0 else (1.0 - cont**k) / (1.0 - cont)
+    return 1.0 + first * run
 
 
 @dataclass(frozen=True)
@@ -128,13 +152,13 @@ class Choice:
 
 def best_choice(
     costs: CostModel,
-    options: dict[str, tuple[float, int]],
+    options: dict[str, tuple[float | tuple[float, float], int]],
     allow_none: bool = True,
     fixed_k: bool = False,
 ) -> Choice:
     """The drafter and k with the highest expected tokens/s.
 
-    options maps drafter name -> (acceptance rate, largest k it can offer now); a drafter's
+    options maps drafter name -> (acceptance rate(s), largest k it can offer now); a drafter's
     per-token cost is the draft step for "draft" and ~0 for "lookup". allow_none=False is for a
     user who chose a drafter: then only its k adapts, and "none" is the answer only when no
     drafter can offer anything this round. fixed_k: each drafter offers exactly its k_max.

@@ -101,13 +101,24 @@ def test_user_chosen_drafter_still_drafts_when_it_does_not_pay():
 
 
 def test_acceptance_tracker_learns_and_forgets():
-    t = AcceptanceTracker(prior=0.5)
+    t = AcceptanceTracker()
     for _ in range(10):
         t.observe(4, 4)
-    assert t.rate > 0.9
+    assert t.first_rate > 0.85 and t.next_rate > 0.9
     for _ in range(40):
         t.decay()
-    assert abs(t.rate - 0.5) < 0.1  # back near the prior: worth trying again
+    assert abs(t.first_rate - 0.5) < 0.1  # back near the prior: worth trying again
+
+
+def test_acceptance_tracker_separates_the_first_token_from_continuations():
+    """Copying: the first lookup token is often wrong, but once one is right the run continues."""
+    t = AcceptanceTracker()
+    for _ in range(6):
+        t.observe(8, 0)
+        t.observe(8, 8)
+    assert t.first_rate < 0.6 and t.next_rate > 0.9
+    # One rate would say ~0.9 per token; two say a run is worth drafting long once it starts.
+    assert expected_tokens(t.rates, 8) > expected_tokens(t.first_rate, 8)
 
 
 def test_draft_confidence_floor_is_high_when_drafting_is_costly():

@@ -118,6 +118,8 @@ class Speculator:
                 k_cap = min(
                     spec.max_draft_length, room - 1, sampling.max_tokens - stats.n_tokens - 1, self.target.n_batch - 1
                 )
+                if stats.n_rounds == 0:
+                    k_cap = 0  # the first token is never held back by a draft's verification
                 draft, lookup_tokens = self._draft(committed, k_cap, sampling, spec, rng)
                 t0 = time.perf_counter()
                 logits = self.target.eval(committed + draft.tokens, len(draft) + 1)

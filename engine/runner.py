@@ -257,16 +257,24 @@ class ModelRunner:
         self.cached.extend(tokens[start:end])
         self.n_decoded += count
 
-    def time_decode(self, n_tokens: int, repeats: int = 2) -> float:
-        """Median seconds for one decode of n_tokens after a 48-token context (calibration)."""
-        batch = [min(1000 + i, self.n_vocab - 1) for i in range(48 + n_tokens)]
-        context = batch[:48]
-        self.eval(batch, n_tokens)  # warm-up: the first call of a size allocates
-        times = []
-        for _ in range(repeats):
-            self.eval(context, 0)
-            t0 = time.perf_counter()
-            self.eval(batch, n_tokens)
-            times.append(time.perf_counter() - t0)
+    def time_decodes(self, sizes: Sequence[int], repeats: int = 2) -> dict[int, float]:
+        """Median seconds for one decode of n tokens, for each n in sizes (calibration).
+
+        The short context is evaluated once; each size then gets one warm-up (a first call of a
+        new size allocates) and `repeats` timed decodes, each rolled back before the next.
+        """
+        context = [min(1000 + i, self.n_vocab - 1) for i in range(16)]
+        filler = [min(2000 + i, self.n_vocab - 1) for i in range(max(sizes))]
+        self.eval(context, 0)
+        result = {}
+        for n in sizes:
+            times = []
+            for attempt in range(repeats + 1):
+                t0 = time.perf_counter()
+                self.eval(context + filler[:n], n)
+                if attempt:
+                    times.append(time.perf_counter() - t0)
+                self.truncate(len(context))
+            result[n] = float(np.median(times))
         self.reset()
-        return float(np.median(times))
+        return result

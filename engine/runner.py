@@ -78,8 +78,9 @@ class ModelRunner:
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0x7FFFFFFF if spec.n_gpu_layers < 0 else spec.n_gpu_layers
         if progress is not None:
-            # Keep the ctypes callback alive as long as the load runs.
-            self._progress_cb = llama_cpp.llama_progress_callback(lambda p, _d: bool(progress(p)) or True)
+            # Keep the ctypes callback alive as long as the load runs. A progress function that
+            # returns False abandons the load (llama.cpp then returns no model): how a load is cancelled.
+            self._progress_cb = llama_cpp.llama_progress_callback(lambda p, _d: progress(p) is not False)
             mparams.progress_callback = self._progress_cb
         self._model = llama_cpp.llama_model_load_from_file(os.fsencode(spec.path), mparams)
         if not self._model:

@@ -8,12 +8,14 @@ alone (the downloader fetches only the first megabytes of a candidate draft).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import struct
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from engine.errors import ModelFileError
+from engine.gguf_limits import check_llama_limits
 
 MAGIC = b"GGUF"
 
@@ -55,6 +57,9 @@ _BLOCK = {
     34: (256, 54),
     35: (256, 66),
     39: (32, 17),
+    40: (64, 36),
+    41: (128, 18),
+    42: (64, 18),
 }
 
 # llama.cpp's LLAMA_FTYPE values (general.file_type) -> the quantization name users know.
@@ -111,6 +116,7 @@ class GGUFInfo:
     n_tensors: int = 0
     n_params: int = 0
     data_end: int = 0  # where the last tensor's bytes end; beyond file_size means truncated
+    first_cut: tuple[str, int, bool] | None = None  # (name, end byte, is the last) of the first tensor past the end
 
     def get(self, key: str, default=None):
         return self.metadata.get(key, default)
@@ -167,10 +173,29 @@ class GGUFInfo:
         return int(2 * layers * heads_kv * head_dim * 2)
 
 
+# llama.cpp's own limits (ggml/src/gguf.cpp, ggml.h): files beyond them are refused there too.
+MAX_STRING = 1 << 30  # GGUF_MAX_STRING_LENGTH
+MAX_ARRAY = 1 << 30  # GGUF_MAX_ARRAY_ELEMENTS
+MAX_TENSOR_NAME = 63  # GGML_MAX_NAME - 1
+MAX_DIMS = 4  # GGML_MAX_DIMS
+DEFAULT_ALIGNMENT = 32  # only when general.alignment is absent
+# No real model has a single metadata value this large (a 262k-token vocabulary is ~5 MB); a
+# value this size that runs past the end of the file is damage, not an unfinished download.
+_PLAUSIBLE_VALUE = 64 << 20
+_PLAUSIBLE_ALIGNMENT = 1 << 16
+
+
 class _Reader:
-    def __init__(self, stream: BinaryIO):
+    """Reads the header, bounding every length by what the file can still hold."""
+
+    def __init__(self, stream: BinaryIO, path: str, end: int | None):
         self.stream = stream
         self.pos = 0
+        self.label = _label(path)
+        self.end = end  # the file's size, when known
+
+    def damaged(self, problem: str) -> ModelFileError:
+        return ModelFileError(f"{self.label} is damaged: {problem}.")
 
     def take(self, n: int) -> bytes:
         data = self.stream.read(n)
@@ -183,35 +208,68 @@ class _Reader:
         size = struct.calcsize("<" + fmt)
         return struct.unpack("<" + fmt, self.take(size))[0]
 
-    def string(self) -> str:
+    def check_room(self, n_bytes: int, what: str, at: int, claim: str = "") -> None:
+        """Refuse a length that cannot be real; one that runs just past the end is a cut-off file."""
+        claim = claim or f"claims to be {n_bytes:,} bytes long"
+        if n_bytes > MAX_STRING:
+            raise self.damaged(f"{what} at byte {at:,} {claim}, more than llama.cpp accepts (1 GiB)")
+        if self.end is not None and self.pos + n_bytes > self.end and n_bytes > _PLAUSIBLE_VALUE:
+            raise self.damaged(f"{what} at byte {at:,} {claim}, more than the rest of the file holds")
+
+    def string(self, what: str) -> str:
+        at = self.pos
         n = self.unpack("Q")
-        if n > 1 << 30:
-            raise ModelFileError(f"implausible string length {n} at byte {self.pos}")
+        self.check_room(n, what, at)
         return self.take(n).decode("utf-8", errors="surrogateescape")
 
-    def value(self, vtype: int, keep: bool = True):
+    def value(self, vtype: int, key: str, keep: bool = True):
         if vtype in _SCALAR:
             return self.unpack(_SCALAR[vtype])
         if vtype == _STRING:
-            return self.string()
-        if vtype == _ARRAY:
-            etype, count = self.unpack("I"), self.unpack("Q")
-            if etype in _SCALAR and etype != 7:
-                fmt = _SCALAR[etype]
-                raw = self.take(count * struct.calcsize(fmt))
-                return list(struct.unpack(f"<{count}{fmt}", raw)) if keep else None
-            items = [self.value(etype, keep) for _ in range(count)]
+            return self.string(f"the text of metadata key '{key}'")
+        if vtype != _ARRAY:
+            raise self.damaged(f"metadata key '{key}' has an unknown value type {vtype} (at byte {self.pos - 4:,})")
+        at = self.pos
+        etype, count = self.unpack("I"), self.unpack("Q")
+        if count > MAX_ARRAY:
+            raise self.damaged(f"the array '{key}' at byte {at:,} claims {count:,} items (llama.cpp accepts 2^30)")
+        if etype in _SCALAR and etype != 7:
+            fmt = _SCALAR[etype]
+            size = count * struct.calcsize(fmt)
+            self.check_room(size, f"the array '{key}'", at, f"claims {count:,} items")
+            raw = self.take(size)
+            return list(struct.unpack(f"<{count}{fmt}", raw)) if keep else None
+        if etype == 7:
+            self.check_room(count, f"the array '{key}'", at, f"claims {count:,} items")
+            return [self.unpack("?") for _ in range(count)] if keep else None
+        if etype == _STRING:
+            # Each text takes at least the 8 bytes of its length.
+            if self.end is not None and self.pos + count * 8 > self.end and count * 8 > _PLAUSIBLE_VALUE:
+                raise self.damaged(f"the array '{key}' at byte {at:,} claims {count:,} texts, more than the file holds")
+            items = [self.string(f"item {i} of '{key}'") for i in range(count)]
             return items if keep else None
-        raise ModelFileError(f"unknown metadata type {vtype} at byte {self.pos}")
+        if etype == _ARRAY:
+            # llama.cpp refuses arrays of arrays; reading them recursively let a small file exhaust the stack.
+            raise self.damaged(f"metadata key '{key}' is an array of arrays, which GGUF readers do not accept")
+        raise self.damaged(f"the array '{key}' has an unknown item type {etype} (at byte {at:,})")
+
+
+@dataclass
+class _Tensor:
+    name: str
+    dims: tuple[int, ...]
+    ttype: int
+    offset: int  # from the start of the data section
+    n_bytes: int
 
 
 def parse_header(stream: BinaryIO, path: str = "", file_size: int | None = None) -> GGUFInfo:
     """Parse the header from a stream positioned at byte 0.
 
-    Raises ModelFileError for a file that is not GGUF or is damaged, HeaderIncomplete if the
-    stream ends inside the header (a partial download).
+    Raises ModelFileError for a file that is not GGUF or is damaged (each message names the file
+    and the problem), HeaderIncomplete if the stream ends inside the header (a partial download).
     """
-    r = _Reader(stream)
+    r = _Reader(stream, path, file_size)
     magic = r.take(4)
     if magic != MAGIC:
         raise ModelFileError(f"{_label(path)} is not a GGUF model file (it starts with {magic!r}, not b'GGUF').")
@@ -220,38 +278,91 @@ def parse_header(stream: BinaryIO, path: str = "", file_size: int | None = None)
         raise ModelFileError(f"{_label(path)} uses GGUF version {version}; only versions 2 and 3 are supported.")
     n_tensors, n_kv = r.unpack("Q"), r.unpack("Q")
     if n_tensors > 1 << 20 or n_kv > 1 << 20:
-        raise ModelFileError(f"{_label(path)} has a damaged header (claims {n_tensors} tensors, {n_kv} keys).")
+        raise r.damaged(f"its header claims {n_tensors:,} tensors and {n_kv:,} metadata keys")
     metadata: dict = {}
-    for _ in range(n_kv):
-        key = r.string()
+    types: dict[str, int] = {}
+    for i in range(n_kv):
+        key = _shown(r.string(f"the name of metadata key {i}"))
         vtype = r.unpack("I")
         keep = vtype != _ARRAY or key in _KEPT_ARRAYS or _is_small_array_key(key)
-        metadata[key] = r.value(vtype, keep)
-    n_params, data_extent = 0, 0
-    for _ in range(n_tensors):
-        r.string()
-        n_dims = r.unpack("I")
-        if n_dims > 8:
-            raise ModelFileError(f"{_label(path)} has a damaged tensor table.")
-        n_elements = 1
-        for _ in range(n_dims):
-            n_elements *= r.unpack("Q")
-        ttype, offset = r.unpack("I"), r.unpack("Q")
-        n_params += n_elements
-        if ttype in _BLOCK:
-            per_block, block_bytes = _BLOCK[ttype]
-            data_extent = max(data_extent, offset + n_elements // per_block * block_bytes)
-    alignment = int(metadata.get("general.alignment", 32)) or 32
+        if key in metadata:
+            raise r.damaged(f"metadata key '{key}' appears twice")
+        metadata[key], types[key] = r.value(vtype, key, keep), vtype
+    alignment = _alignment(r, metadata, types)
+    tensors = [_read_tensor(r, i) for i in range(n_tensors)]
     data_start = (r.pos + alignment - 1) // alignment * alignment
+    data_end = _check_layout(r, tensors, alignment, data_start)
+    cut = next((t for t in tensors if r.end is not None and data_start + t.offset + t.n_bytes > r.end), None)
     return GGUFInfo(
         path=path,
         file_size=file_size if file_size is not None else r.pos,
         version=version,
         metadata=metadata,
         n_tensors=n_tensors,
-        n_params=n_params,
-        data_end=data_start + data_extent,
+        n_params=sum(math.prod(t.dims) for t in tensors),
+        data_end=data_end,
+        first_cut=(cut.name, data_start + cut.offset + cut.n_bytes, cut is tensors[-1]) if cut else None,
     )
+
+
+def _alignment(r: _Reader, metadata: dict, types: dict[str, int]) -> int:
+    if "general.alignment" not in metadata:
+        return DEFAULT_ALIGNMENT
+    value = metadata["general.alignment"]
+    if types["general.alignment"] != 4:  # llama.cpp requires a uint32
+        raise r.damaged(f"its alignment (general.alignment) is {value!r}, not a 32-bit unsigned number")
+    if value == 0 or value & (value - 1):
+        raise r.damaged(f"its alignment (general.alignment) is {value:,}, not a power of two")
+    if value > _PLAUSIBLE_ALIGNMENT:
+        raise r.damaged(f"its alignment (general.alignment) is {value:,} bytes, far beyond any real model's")
+    return value
+
+
+def _read_tensor(r: _Reader, index: int) -> _Tensor:
+    at = r.pos
+    name = r.string(f"the name of tensor {index}")
+    if len(name.encode("utf-8", "surrogateescape")) > MAX_TENSOR_NAME:
+        raise r.damaged(f"the name of tensor {index} (at byte {at:,}) is {len(name):,} characters long")
+    name = _shown(name)
+    n_dims = r.unpack("I")
+    if n_dims > MAX_DIMS:
+        raise r.damaged(f"tensor '{name}' claims {n_dims:,} dimensions (at most {MAX_DIMS})")
+    dims = tuple(r.unpack("Q") for _ in range(n_dims))
+    if any(d == 0 or d >= 1 << 63 for d in dims):
+        raise r.damaged(f"tensor '{name}' has an impossible shape {list(dims)}")
+    if math.prod(dims) >= 1 << 63:
+        raise r.damaged(f"tensor '{name}' has a shape {list(dims)} too large to count its elements")
+    ttype, offset = r.unpack("I"), r.unpack("Q")
+    if ttype not in _BLOCK:
+        raise r.damaged(f"tensor '{name}' has tensor type {ttype}, which llama.cpp does not know")
+    per_block, block_bytes = _BLOCK[ttype]
+    if dims and dims[0] % per_block:
+        raise r.damaged(f"tensor '{name}' has rows of {dims[0]:,} values, not whole blocks of {per_block}")
+    return _Tensor(name, dims, ttype, offset, math.prod(dims) // per_block * block_bytes)
+
+
+def _check_layout(r: _Reader, tensors: list[_Tensor], alignment: int, data_start: int) -> int:
+    """Where the tensor data ends; tensors must follow each other as llama.cpp requires.
+
+    Only a file whose tensors are laid out consistently and whose last tensors run past the end
+    of the file is called incomplete; read_header says so.
+    """
+    seen: set[str] = set()
+    expected = 0
+    for t in tensors:
+        if t.name in seen:
+            raise r.damaged(f"tensor '{t.name}' appears twice")
+        seen.add(t.name)
+        if t.offset != expected:
+            raise r.damaged(
+                f"tensor '{t.name}' starts at offset {t.offset:,} of the data, but the tensor before it "
+                f"ends at {expected:,} (a wrong offset or a wrong size in the tensor table)"
+            )
+        expected += (t.n_bytes + alignment - 1) // alignment * alignment
+    if not tensors:
+        return r.pos
+    last = tensors[-1]
+    return data_start + last.offset + last.n_bytes
 
 
 def _is_small_array_key(key: str) -> bool:
@@ -259,28 +370,50 @@ def _is_small_array_key(key: str) -> bool:
     return not key.startswith("tokenizer.")
 
 
+def _shown(name: str) -> str:
+    """A key or tensor name as it can appear in a message: damaged names hold control bytes."""
+    if name.isprintable() and len(name) <= 80:
+        return name
+    return ascii(name[:60])[1:-1] + ("…" if len(name) > 60 else "")
+
+
 def _label(path: str) -> str:
     return f"'{os.path.basename(path)}'" if path else "The file"
 
 
 def read_header(path: str | os.PathLike) -> GGUFInfo:
-    """Read and validate a GGUF file on disk; ModelFileError says what is wrong with it."""
+    """Read and validate a GGUF file on disk; ModelFileError names the file and what is wrong.
+
+    Beyond the format itself, values llama.cpp would abort the process on (rather than report)
+    are refused here, so a bad file never reaches it.
+    """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ModelFileError(f"Model file not found: {path}")
-    size = os.path.getsize(path)
+    label = _label(path)
     try:
+        size = os.path.getsize(path)
+        if size == 0:
+            raise ModelFileError(f"{label} is empty (0 bytes): the download or copy did not happen or did not finish.")
         with open(path, "rb") as f:
             info = parse_header(f, path, size)
     except HeaderIncomplete:
         raise ModelFileError(
-            f"{_label(path)} is cut off inside its header ({size:,} bytes): the download or copy did not finish."
+            f"{label} is incomplete: it is cut off inside its header, after {size:,} bytes. "
+            "Was the download or copy cut short?"
         ) from None
-    except (UnicodeDecodeError, struct.error, MemoryError, OverflowError) as e:
-        raise ModelFileError(f"{_label(path)} has a damaged header ({e}).") from None
-    if info.data_end > size:
-        raise ModelFileError(
-            f"{_label(path)} is truncated: it has {size:,} bytes but its tensors need {info.data_end:,}. "
-            "The download or copy did not finish."
-        )
+    except OSError as e:
+        raise ModelFileError(f"{label} cannot be read: {e.strerror or e}.") from None
+    except (UnicodeDecodeError, struct.error, MemoryError, OverflowError, RecursionError, ValueError) as e:
+        raise ModelFileError(f"{label} is damaged: its header cannot be read ({type(e).__name__}: {e}).") from None
+    if info.first_cut is not None:
+        name, end, is_last = info.first_cut
+        where = f"tensor '{name}' ends at byte {end:,} but the file has only {size:,} bytes"
+        if is_last:  # only the last tensor is short: a cut file, or a wrong size for that tensor alone
+            raise ModelFileError(
+                f"{label} is incomplete or damaged: its last {where}. Either the download or copy was cut "
+                "short, or the header gives that tensor a wrong size."
+            )
+        raise ModelFileError(f"{label} is incomplete (truncated): {where}. Was the download or copy cut short?")
+    check_llama_limits(info)
     return info

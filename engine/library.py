@@ -9,6 +9,7 @@ library's state, so a rescan costs a few stat calls. Nothing here touches the ne
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import platform
@@ -25,6 +26,8 @@ from engine.gguf import read_header
 from engine.paths import data_dir
 from engine.paths import models_dir as default_models_dir
 
+log = logging.getLogger(__name__)
+
 SOURCES = ("app", "added", "hf-cache", "lmstudio")
 
 # A good draft has 1/5 to 1/30 of the target's parameters; 1/12 is the geometric middle.
@@ -35,7 +38,7 @@ _IDEAL_DRAFT_RATIO = math.sqrt(DRAFT_RATIO_RANGE[0] * DRAFT_RATIO_RANGE[1])
 PENDING_SUFFIX = ".download.json"
 
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2  # 2: headers checked against llama.cpp's limits (files once accepted may be damaged)
 
 
 class LibraryError(EngineError):
@@ -191,6 +194,10 @@ class ModelLibrary:
                 continue
             except OSError as e:
                 self.problems.append((path, f"'{path.name}' cannot be read: {e.strerror or e}"))
+                continue
+            except Exception as e:  # noqa: BLE001 - one bad file must never hide the other models
+                log.exception("reading %s failed", path)
+                self.problems.append((path, f"'{path.name}' cannot be read: {type(e).__name__}: {e}"))
                 continue
             if entry is not None:
                 entries.append(entry)

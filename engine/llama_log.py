@@ -14,16 +14,22 @@ from collections import deque
 import llama_cpp
 
 log = logging.getLogger("engine.llama")
-_recent: deque[str] = deque(maxlen=200)
+# ggml_log_level: only ERROR lines are reasons. The metadata dump (INFO) quotes whatever the file
+# holds ("unknown", "invalid"...), so matching words would quote the file back as the cause.
+LEVEL_ERROR, LEVEL_CONT = 4, 5
+_recent: deque[tuple[int, str]] = deque(maxlen=5000)  # (level, line); a load logs ~2,000 (a line per repacked tensor)
 _count = 0  # lines ever logged, so a mark survives the deque dropping old lines
+_last_level = 0
 
 
 @llama_cpp.llama_log_callback
 def _on_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-    global _count
+    global _count, _last_level
+    if level != LEVEL_CONT:
+        _last_level = level
     line = text.decode("utf-8", errors="replace").rstrip()
     if line:
-        _recent.append(line)
+        _recent.append((_last_level, line))
         _count += 1
         # Everything at DEBUG: failures reach the user through the engine's errors, which quote
         # these lines; at WARNING they would spill onto the terminal chat.
@@ -46,18 +52,25 @@ def mark() -> int:
     return _count
 
 
-def since(position: int) -> list[str]:
+def _entries_since(position: int) -> list[tuple[int, str]]:
     n_new = min(_count - position, len(_recent))
     return list(_recent)[len(_recent) - n_new :] if n_new > 0 else []
 
 
+def since(position: int) -> list[str]:
+    return [line for _level, line in _entries_since(position)]
+
+
+# "llama_model_load: error loading model: " and the like: where the message came from, not what it says.
+_SOURCE_PREFIX = re.compile(r"^(\w+: )+(error loading model: )?")
+_GENERIC = re.compile(r"^(failed to load model|failed to read tensor info|failed to read key-value pairs)$")
+
+
 def errors_since(position: int) -> str:
-    """The lines that look like reasons (errors, failures) logged since position."""
-    lines = since(position)
-    reasons = [
-        ln for ln in lines if re.search(r"error|fail|unknown|unsupported|invalid|cannot|out of memory", ln, re.I)
-    ]
-    return "; ".join(dict.fromkeys(reasons[-3:])) if reasons else ""
+    """What llama.cpp logged as errors since position (its reasons for a failure), most specific first."""
+    reasons = [_SOURCE_PREFIX.sub("", line) for level, line in _entries_since(position) if level == LEVEL_ERROR]
+    specific = [r for r in reasons if r and not _GENERIC.match(r)]
+    return "; ".join(dict.fromkeys((specific or reasons)[-3:]))
 
 
 def offloaded_layers(position: int) -> tuple[int, int] | None:

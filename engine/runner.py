@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -60,6 +61,19 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return int(np.argmax(x))
 
 
+# llama.cpp's words for running out of memory; any other load failure is about the file itself.
+_MEMORY_WORDS = re.compile(r"alloc|out of memory|not enough memory", re.I)
+FILE_HINT = "The file may be damaged or made for another version of llama.cpp: choose another GGUF file, or download it again."
+
+
+def _load_failure(path: str, reason: str) -> ModelLoadError:
+    """The error for a model llama.cpp refused, with advice that fits the reason."""
+    name = os.path.basename(path)
+    if reason and _MEMORY_WORDS.search(reason):
+        return ModelLoadError(f"Could not load {name}: {reason}.")  # the default hint: fewer layers, smaller
+    return ModelLoadError(f"Could not load {name}: {reason or 'llama.cpp refused the file'}.", hint=FILE_HINT)
+
+
 class ModelRunner:
     """A loaded model with one sequence of KV cache. Not thread-safe: one owner thread."""
 
@@ -84,8 +98,7 @@ class ModelRunner:
             mparams.progress_callback = self._progress_cb
         self._model = llama_cpp.llama_model_load_from_file(os.fsencode(spec.path), mparams)
         if not self._model:
-            reason = llama_log.errors_since(mark) or "llama.cpp could not load it"
-            raise ModelLoadError(f"Could not load {os.path.basename(spec.path)}: {reason}.")
+            raise _load_failure(spec.path, llama_log.errors_since(mark))
         self.vocab = llama_cpp.llama_model_get_vocab(self._model)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self._model)

@@ -32,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
         return code
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
+    from app.platform_check import check
+
+    # Qt aborts when its platform plugin cannot load: say which packages fix that before it tries.
+    if problem := check():
+        print(problem, file=sys.stderr)
+        return 1
 
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QGuiApplication

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from app.platform_check import BUNDLED
 from tests.models import REPO
+from tests.x11 import open_and_close, require_x_tools, xvfb
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("SPECULA_BUNDLE_TEST") != "1",
@@ -75,3 +77,41 @@ def test_bundle_leaves_out_unused_qt_modules(bundle):
     unused = sorted(name for name in qt_files if UNUSED_QT.search(name))
     assert unused == []
     assert "qtwidgets.abi3.so" in qt_files or "qtwidgets.pyd" in qt_files  # the search looked in the right place
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the xcb libraries are Linux's")
+def test_bundle_ships_the_xcb_util_libraries_but_not_the_systems_own(bundle):
+    top_level = {p.name for p in (bundle / "_internal").iterdir()}
+    assert set(BUNDLED) <= top_level
+    # libc, libGL/EGL, Xlib, libxcb and wayland must be the desktop's own, matching its drivers and server.
+    system_own = re.compile(r"lib(c|m|dl|pthread|GL.*|EGL|OpenGL|X.+|xcb|xcb-.+|wayland-.+)\.so")
+    assert sorted(name for name in top_level if system_own.match(name) and name not in BUNDLED) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 desktops are Linux here")
+def test_bundle_opens_a_window_on_x11_without_the_xcb_util_packages(bundle, tmp_path):
+    """A fresh desktop, as far as these libraries go: the system's copies of what the bundle ships
+    are shadowed by empty files of their names on LD_LIBRARY_PATH, so only the bundle's can load."""
+    require_x_tools()
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    for soname in BUNDLED:
+        (hidden / soname).write_bytes(b"")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["LD_LIBRARY_PATH"] = str(hidden)
+    with xvfb() as display:
+        run = open_and_close([str(BUNDLE / "specula")], home, display, cwd=tmp_path, env=env)
+    assert "Specula" in run.title
+    assert run.returncode == 0, run.output[-3000:]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Qt's xcb plugin is Linux's")
+def test_bundle_names_the_package_when_a_system_library_is_missing(bundle, tmp_path):
+    (tmp_path / "libxcb-randr.so.0").write_bytes(b"")  # libxcb's own: not shipped, so this one is really missing
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON") and k != "WAYLAND_DISPLAY"}
+    env.update(LD_LIBRARY_PATH=str(tmp_path), QT_QPA_PLATFORM="xcb", DISPLAY=":99")
+    result = subprocess.run([str(EXE)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "libxcb-randr.so.0" in result.stderr and "sudo apt install libxcb-randr0" in result.stderr

@@ -7,6 +7,7 @@ download at a time; a paused or interrupted one (also from an earlier session) c
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,9 @@ from engine.paths import models_dir
 SORT_CHOICES = [("Most downloaded", "downloads"), ("Most liked", "likes"), ("Recently updated", "recent")]
 FIT_COLOURS = {Fit.FITS: "#1e9e5a", Fit.TIGHT: "#c98a00", Fit.WONT_FIT: "#d03b3b", Fit.UNKNOWN: "#808080"}
 DEFAULT_CONTEXT = 4096
+CLOSE_WAIT_MS = 3000  # closing waits this long for background tasks (a paused download ends at once)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -443,11 +447,19 @@ class DownloaderDialog(QDialog):
         self.banner.show()
 
     def done(self, result: int) -> None:
-        # Closing pauses (never loses) a running download, and waits for pool threads to finish.
+        self.stop_tasks()
+        super().done(result)
+
+    def stop_tasks(self) -> None:
+        """Pause (never lose) a running download and wait, bounded, for the pool threads.
+
+        A pause interrupts even a transfer stalled in a read, so they end at once; a search still
+        waiting on the hub ends within the HTTP timeout, harmlessly (its result goes nowhere).
+        """
         if self._download is not None and self._downloading:
             self._download.pause()
-        self.tasks.wait()
-        super().done(result)
+        if not self.tasks.wait(CLOSE_WAIT_MS):
+            log.warning("the downloader's background tasks did not end within %d ms of closing", CLOSE_WAIT_MS)
 
 
 # -- small helpers ------------------------------------------------------------------------------

@@ -36,6 +36,18 @@ def open_downloader(parent, library, target=None):
     return dialog
 
 
+def close_downloaders(parent) -> None:
+    """Close the parent's downloader dialogs (the app is closing): a running download pauses, its
+    partial file kept to resume at the next start, and nothing is left running on their threads."""
+    try:
+        from app.downloader import DownloaderDialog
+    except ImportError:
+        return
+    for dialog in parent.findChildren(DownloaderDialog):
+        dialog.stop_tasks()
+        dialog.close()
+
+
 def open_library(parent, library, target=None, on_chosen=None):
     """The model library (every local GGUF) in a window; double-clicking a model calls on_chosen(entry)."""
     try:

@@ -34,14 +34,23 @@ class _Task(QRunnable):
 
     def run(self) -> None:
         try:
-            result = self.fn(self.relay.progressed.emit)
+            result = self.fn(self._report)
         except EngineError as e:
-            self.relay.failed.emit(e.user_message())
+            self._emit("failed", e.user_message())
         except Exception as e:  # a bug, not a hub failure: say so rather than go quiet
             log.exception("background task failed")
-            self.relay.failed.emit(f"Something went wrong: {type(e).__name__}: {e}")
+            self._emit("failed", f"Something went wrong: {type(e).__name__}: {e}")
         else:
-            self.relay.succeeded.emit(result)
+            self._emit("succeeded", result)
+
+    def _report(self, value: object) -> None:
+        self._emit("progressed", value)
+
+    def _emit(self, signal: str, value: object) -> None:
+        try:
+            getattr(self.relay, signal).emit(value)
+        except RuntimeError:  # the window that asked is gone (its relay deleted): nobody to tell
+            log.debug("a background task finished after its window closed")
 
 
 class BackgroundTasks(QObject):

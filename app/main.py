@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 
@@ -64,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     code = app.exec()
     window.shutdown()
     store.close()
+    if window.host.stuck:
+        # The engine thread is still inside a native call that ignored its cancel flag: tearing Qt
+        # and Python down around it would crash. The chats and settings are saved; end here.
+        logging.shutdown()
+        os._exit(code)
     return code
 
 

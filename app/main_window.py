@@ -30,7 +30,7 @@ from app import theme
 from app.answers import AnswerRecorder, answer_params, sampling_from_params
 from app.chat_view import ChatView
 from app.composer import Composer
-from app.downloads import MISSING_TIP, downloader_available, open_downloader, open_library
+from app.downloads import MISSING_TIP, close_downloaders, downloader_available, open_downloader, open_library
 from app.export import to_json, to_markdown
 from app.settings import Settings
 from app.settings_dialog import SettingsDialog
@@ -781,7 +781,8 @@ class MainWindow(QMainWindow):
             return
         self._shut = True
         self._tick.stop()
-        self.host.shutdown()
+        close_downloaders(self)  # a running download pauses; its partial file is kept to resume
+        self.host.shutdown()  # bounded: cancels the answer, a load or the starter assembly
         if self.active is not None:
             self.active.cancel()
             self.active = None

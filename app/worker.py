@@ -6,13 +6,16 @@ the worker thread, in order. The GUI never waits on the worker, except when it s
 
 Stopping an answer cannot be a queued slot: the worker is busy in the answer's loop and would
 only see the request afterwards. Each request carries a threading.Event instead, which the GUI
-thread sets directly (EngineHost.stop); the engine checks it between decode steps.
+thread sets directly (EngineHost.stop); the engine checks it between decode steps. Loads and the
+starter assembly carry one too, so shutting down cancels whatever runs: a load within one tensor,
+an assembly within one chunk, an answer within one decode step.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -20,10 +23,14 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
-from engine.errors import EngineError, IncompatibleDraftError
+from engine.errors import EngineError, IncompatibleDraftError, OperationCancelled
 from engine.events import DoneEvent, RoundEvent, TokenEvent
 
 log = logging.getLogger(__name__)
+
+# How long closing waits for the engine thread once everything on it was told to stop. Cancelled
+# work ends within a tensor, a chunk or a decode step (well under a second); this bounds the rest.
+SHUTDOWN_WAIT_S = float(os.environ.get("SPECULA_SHUTDOWN_WAIT_S", "5"))
 
 # Every engine thread ever started, so tests (and shutdown) can check none is left running.
 _threads: weakref.WeakSet[QThread] = weakref.WeakSet()
@@ -73,29 +80,36 @@ class EngineWorker(QObject):
     round_finished = Signal(int, object)  # request id, RoundEvent
     answer_finished = Signal(int, object)  # request id, DoneEvent
     failed = Signal(str, int, str)  # operation ("load", "draft", "answer", "starter"), request id, message
+    cancelled = Signal(str)  # operation ("load", "starter"): stopped on request, nothing left half-done
     starter_progress = Signal(int, int)  # bytes done, total
     starter_finished = Signal(str, str)  # target path, draft path
 
     def __init__(self):
         super().__init__()
         self.engine = None
+        # Set by EngineHost.shutdown (any thread): requests still queued are skipped.
+        self.closing = threading.Event()
 
-    @Slot(object, object)
-    def load(self, target: ModelSpec | None, draft: ModelSpec | None) -> None:
+    @Slot(object, object, object)
+    def load(self, target: ModelSpec | None, draft: ModelSpec | None, cancel: threading.Event) -> None:
         self._close_engine()
-        if target is None:
+        if target is None or self.closing.is_set():
             return
         try:
             from engine.engine import Engine
 
             progress = self.load_progress.emit
             try:
-                self.engine = Engine(target, draft, progress=progress)
+                self.engine = Engine(target, draft, progress=progress, cancel=cancel)
             except IncompatibleDraftError as e:
                 # Keep working with the target alone, and say why the draft was left out.
                 self.failed.emit("draft", 0, e.user_message())
-                self.engine = Engine(target, None, progress=progress)
+                self.engine = Engine(target, None, progress=progress, cancel=cancel)
             self.loaded.emit(self.engine.info)
+        except OperationCancelled:
+            log.info("loading cancelled")
+            self.engine = None
+            self.cancelled.emit("load")
         except Exception as e:  # noqa: BLE001 - every failure becomes a message, never a dead thread
             log.exception("loading failed")
             self.engine = None
@@ -103,6 +117,8 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def answer(self, request: AnswerRequest) -> None:
+        if self.closing.is_set():
+            return
         if self.engine is None:
             self.failed.emit(
                 "answer", request.id, "No model is loaded.\nChoose a model in Settings, or fix the error shown above."
@@ -128,19 +144,28 @@ class EngineWorker(QObject):
             return
         self.answer_finished.emit(request.id, done)
 
-    @Slot()
-    def assemble_starter(self) -> None:
+    @Slot(object)
+    def assemble_starter(self, cancel: threading.Event) -> None:
+        if self.closing.is_set():
+            return
         try:
             from engine import starter
 
-            target, draft = starter.assemble_pair(progress=self.starter_progress.emit)
+            target, draft = starter.assemble_pair(progress=self.starter_progress.emit, cancel=cancel)
             self.starter_finished.emit(str(target), str(draft))
+        except OperationCancelled:
+            log.info("starter assembly cancelled; its partial file was deleted")
+            self.cancelled.emit("starter")
         except Exception as e:  # noqa: BLE001
             log.exception("starter assembly failed")
             self.failed.emit("starter", 0, describe(e))
 
     @Slot()
     def shutdown(self) -> None:
+        self._close_engine()
+
+    def close_engine(self) -> None:
+        """Free the models. Only from the engine thread, or once that thread has finished."""
         self._close_engine()
 
     def _close_engine(self) -> None:
@@ -153,15 +178,19 @@ class EngineWorker(QObject):
 class EngineHost(QObject):
     """The GUI thread's handle on the engine thread."""
 
-    load_requested = Signal(object, object)
+    load_requested = Signal(object, object, object)
     answer_requested = Signal(object)
-    starter_requested = Signal()
+    starter_requested = Signal(object)
     shutdown_requested = Signal()
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._ids = itertools.count(1)
         self._pending: dict[int, AnswerRequest] = {}
+        # The cancel flags of the newest load and starter assembly (set: stop it).
+        self.load_cancel = threading.Event()
+        self.starter_cancel = threading.Event()
+        self.stuck = False  # shutdown gave up waiting: native code may still run on the thread
         self.thread = QThread()
         self.thread.setObjectName("specula-engine")
         self.worker = EngineWorker()
@@ -177,7 +206,10 @@ class EngineHost(QObject):
         self.thread.start()
 
     def load(self, target: ModelSpec | None, draft: ModelSpec | None) -> None:
-        self.load_requested.emit(target, draft)
+        """Load (or unload, with target None); a load still running for an older request is abandoned."""
+        self.load_cancel.set()
+        self.load_cancel = threading.Event()
+        self.load_requested.emit(target, draft, self.load_cancel)
 
     def answer(
         self, messages: list[ChatMessage], sampling: SamplingParams, spec: SpecParams, purpose: str = "answer"
@@ -194,16 +226,38 @@ class EngineHost(QObject):
                 request.cancel.set()
 
     def assemble_starter(self) -> None:
-        self.starter_requested.emit()
+        self.starter_cancel = threading.Event()
+        self.starter_requested.emit(self.starter_cancel)
 
-    def shutdown(self) -> None:
-        """Stop what runs, close the engine on its thread, and end the thread. Blocks until done."""
+    def shutdown(self, wait_s: float | None = None) -> bool:
+        """Cancel what runs (answer, load, starter assembly), free the models, end the thread.
+
+        Blocks at most wait_s (SHUTDOWN_WAIT_S) seconds. Returns True when the thread has ended;
+        False when it is still inside a native call that could not be interrupted: then it is
+        left to finish (sets .stuck), and the caller must end the process without tearing Qt and
+        Python down around it (app/main.py does), since freeing its objects would crash.
+        """
         if not self.thread.isRunning():
-            return
+            return True
+        self.worker.closing.set()  # requests still queued are skipped
         self.stop()
+        self.load_cancel.set()
+        self.starter_cancel.set()
         self.shutdown_requested.emit()
         self.thread.quit()
-        self.thread.wait()
+        wait_s = SHUTDOWN_WAIT_S if wait_s is None else wait_s
+        if not self.thread.wait(max(int(wait_s * 1000), 1)):
+            self.stuck = True
+            log.warning(
+                "The engine thread did not stop within %.0f s of being cancelled (a native call that cannot be "
+                "interrupted); it is left running and the process will exit without waiting for it.",
+                wait_s,
+            )
+            return False
+        # The thread has ended: nothing runs on it, so the models can be freed from here. (The queued
+        # shutdown slot may not have run: a thread's event loop stops before events posted late.)
+        self.worker.close_engine()
+        return True
 
     @Slot(int, object)
     def _forget(self, request_id: int, _done=None) -> None:

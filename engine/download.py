@@ -17,11 +17,12 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
@@ -98,6 +99,7 @@ class Download:
         self.hub = hub or Hub()
         self._stop = threading.Event()
         self._cancel = threading.Event()
+        self._response = None  # the transfer in progress: a pause interrupts a read stalled on the network
 
     @property
     def path(self) -> Path:
@@ -105,11 +107,14 @@ class Download:
         return self.dest_dir / self.record.files[0].name
 
     def pause(self) -> None:
+        """Stop soon (run() returns PAUSED, the part file kept): at the next bytes, or at once when
+        the transfer is stalled in a read, by shutting its socket (any thread may call this)."""
         self._stop.set()
+        _interrupt(self._response)
 
     def cancel(self) -> None:
         self._cancel.set()
-        self._stop.set()
+        self.pause()
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> Outcome:
         if self._cancel.is_set():  # cancelled before it (re)started
@@ -219,14 +224,24 @@ class Download:
             if have and response.status_code != 206:  # Range ignored: the body starts at byte 0
                 meter.done -= have
                 have, digest = 0, hashlib.sha256()
-            with open(part, "ab" if have else "wb") as out:
-                for chunk in response.iter_bytes():
-                    out.write(chunk)
-                    digest.update(chunk)
-                    have += len(chunk)
-                    meter.add(len(chunk))
-                    if self._stop.is_set():
-                        break
+            self._response = response
+            try:
+                if self._stop.is_set():  # paused while connecting, before there was a socket to shut
+                    return have, digest
+                with open(part, "ab" if have else "wb") as out:
+                    for chunk in response.iter_bytes():
+                        out.write(chunk)
+                        digest.update(chunk)
+                        have += len(chunk)
+                        meter.add(len(chunk))
+                        if self._stop.is_set():
+                            break
+            except httpx2.TransportError:
+                if not self._stop.is_set():
+                    raise
+                # pause() shut the socket mid-read: every byte received so far is in the part file.
+            finally:
+                self._response = None
         return have, digest
 
 
@@ -284,6 +299,17 @@ class _Meter:
         speed = self.speed()
         eta = (self.total - self.done) / speed if speed > 0 else None
         self.callback(Progress(self.phase, self.done, self.total, speed, eta))
+
+
+def _interrupt(response) -> None:
+    """Wake a read blocked on response's connection (shutdown, unlike close, does so from any thread)."""
+    if response is None:
+        return
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is not None:
+        with suppress(OSError):  # already closed: nothing to wake
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _part(dest: Path) -> Path:

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from engine.chat_template import ChatFormatter
 from engine.compat import check_compatible
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
-from engine.errors import ContextFullError
+from engine.errors import ContextFullError, ModelLoadError, OperationCancelled
 from engine.events import DoneEvent, Event, FinishReason
 from engine.generate import Speculator
 from engine.gguf import read_header
 from engine.metrics import AnswerStats
-from engine.runner import ModelRunner
+from engine.runner import Cancelled, ModelRunner
 
 log = logging.getLogger(__name__)
 
@@ -50,19 +50,45 @@ class Engine:
         target: ModelSpec,
         draft: ModelSpec | None = None,
         progress: Callable[[str, float], None] | None = None,
+        cancel: threading.Event | None = None,
     ):
+        """Load the models and measure this machine.
+
+        cancel, when set from another thread, abandons the load within one tensor (llama.cpp
+        asks the progress callback between tensors) or one calibration decode, and raises
+        OperationCancelled; everything loaded so far is freed.
+        """
         report = progress or (lambda _stage, _fraction: None)
+        cancelled = cancel.is_set if cancel is not None else (lambda: False)
+
+        def stage(name: str) -> Callable[[float], bool]:
+            def progress(fraction: float) -> bool:
+                report(name, fraction)
+                return not cancelled()  # False tells llama.cpp to stop loading
+
+            return progress
+
         target_info = read_header(target.path)
         if draft is not None:
             # Refuse an incompatible draft from the headers, before spending time loading it.
             check_compatible(target_info, read_header(draft.path))
-        self.target = ModelRunner(target, lambda p: report("Loading target", p))
         self.draft = None
         try:
+            self.target = _load(target, stage("Loading target"), cancelled)
             if draft is not None:
-                self.draft = ModelRunner(draft, lambda p: report("Loading draft", p))
+                self.draft = _load(draft, stage("Loading draft"), cancelled)
             report("Measuring this machine", 0.0)
-            self.speculator = Speculator(self.target, self.draft)
+            for runner in (self.target, self.draft):
+                if runner is not None:
+                    runner.cancel_event = cancel  # calibration decodes stop at the next one
+            try:
+                self.speculator = Speculator(self.target, self.draft)
+            except Cancelled:
+                raise OperationCancelled("Loading the models was cancelled.") from None
+            finally:
+                for runner in (self.target, self.draft):
+                    if runner is not None:
+                        runner.cancel_event = None
             report("Ready", 1.0)
         except BaseException:
             self.close()
@@ -158,3 +184,15 @@ class Engine:
                 f"The message is {len(tokens):,} tokens long with its system prompt, but the context holds {n_ctx:,}."
             )
         return tokens, dropped
+
+
+def _load(spec: ModelSpec, progress: Callable[[float], bool], cancelled: Callable[[], bool]) -> ModelRunner:
+    """A ModelRunner; a load abandoned by the progress callback is reported as cancelled, not failed."""
+    if cancelled():
+        raise OperationCancelled("Loading the models was cancelled.")
+    try:
+        return ModelRunner(spec, progress)
+    except ModelLoadError:
+        if cancelled():
+            raise OperationCancelled("Loading the models was cancelled.") from None
+        raise

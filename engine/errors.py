@@ -49,3 +49,10 @@ class DecodeError(EngineError):
     """llama_decode failed mid-answer."""
 
     hint = "The answer so far is kept. Try again; if it repeats, reload the model with a smaller context."
+
+
+class OperationCancelled(EngineError):
+    """A load or a starter assembly was stopped on request (the app closing, a newer request).
+
+    Not a failure: callers report it as cancelled, and nothing half-done is left behind.
+    """

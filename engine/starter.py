@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import EngineError
+from engine.errors import EngineError, OperationCancelled
 from engine.paths import models_dir
 
 CHUNK = 8 << 20
@@ -88,8 +89,17 @@ def _is_complete(path: Path, model: StarterModel) -> bool:
     return path.is_file() and path.stat().st_size == model.size
 
 
-def assemble(model: StarterModel, dest_dir: Path | None = None, progress: Progress | None = None) -> Path:
-    """Assemble one starter model into dest_dir (idempotent) and return its path."""
+def assemble(
+    model: StarterModel,
+    dest_dir: Path | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> Path:
+    """Assemble one starter model into dest_dir (idempotent) and return its path.
+
+    cancel, set from another thread, stops within one chunk: OperationCancelled is raised and
+    the partial file is deleted (a later run starts over; assembling is a local copy).
+    """
     dest_dir = dest_dir or models_dir()
     dest = dest_dir / model.filename
     if _is_complete(dest, model):
@@ -103,6 +113,8 @@ def assemble(model: StarterModel, dest_dir: Path | None = None, progress: Progre
             for part in parts:
                 with open(part, "rb") as src:
                     while chunk := src.read(CHUNK):
+                        if cancel is not None and cancel.is_set():
+                            raise OperationCancelled(f"Setting up {model.filename} was cancelled.")
                         out.write(chunk)
                         digest.update(chunk)
                         done += len(chunk)
@@ -125,14 +137,17 @@ def assemble(model: StarterModel, dest_dir: Path | None = None, progress: Progre
     return dest
 
 
-def assemble_pair(dest_dir: Path | None = None, progress: Progress | None = None) -> tuple[Path, Path]:
-    """Assemble target and draft; progress reports over both files together."""
+def assemble_pair(
+    dest_dir: Path | None = None, progress: Progress | None = None, cancel: threading.Event | None = None
+) -> tuple[Path, Path]:
+    """Assemble target and draft; progress reports over both files together. cancel: see assemble()."""
     total = sum(m.size for m in STARTER_PAIR)
     offset = 0
     paths = []
     for model in STARTER_PAIR:
         base = offset
-        paths.append(assemble(model, dest_dir, (lambda d, _t, b=base: progress(b + d, total)) if progress else None))
+        report = (lambda d, _t, b=base: progress(b + d, total)) if progress else None
+        paths.append(assemble(model, dest_dir, report, cancel))
         offset += model.size
     if progress:
         progress(total, total)

@@ -32,6 +32,7 @@ from app.chat_view import ChatView
 from app.composer import Composer
 from app.downloads import MISSING_TIP, close_downloaders, downloader_available, open_downloader, open_library
 from app.export import to_json, to_markdown
+from app.load_guard import LoadGuard
 from app.settings import Settings
 from app.settings_dialog import SettingsDialog
 from app.sidebar import Sidebar
@@ -62,6 +63,7 @@ class MainWindow(QMainWindow):
         self.store = store or Store()
         self.settings_path = settings_path
         self.settings = settings or Settings.load(settings_path)
+        self.load_guard = LoadGuard.beside(settings_path)  # a model that failed is not reloaded unasked
         self._library = library
         self.auto_setup = auto_setup
         self.conversation: Conversation | None = None
@@ -254,13 +256,25 @@ class MainWindow(QMainWindow):
                 s.target.path, s.draft.path = str(target), str(draft)
                 self.save_settings()
         if s.target.path and Path(s.target.path).is_file():
-            self.load_models()
+            problem = self.load_guard.last_problem(s.target.path)
+            if problem is None:
+                self.load_models()
+            else:
+                self._ask_before_loading(problem)
             return
         if s.target.path:
             self.welcome.set_note(f"The model file {s.target.path} is gone. Choose another model.", error=True)
         self.show_welcome()
         if self.auto_setup and not s.target.path and _starter_available():
             self.assemble_starter()
+
+    def _ask_before_loading(self, problem: str) -> None:
+        self.show_chat()
+        self.status.models.setText("Model not loaded")
+        self.chat_view.show_notice(
+            f"{Path(self.settings.target.path).name} was not loaded automatically: {problem}",
+            actions=[("Try again", self.load_models), ("Settings…", self.open_settings)],
+        )
 
     def show_welcome(self) -> None:
         self.pages.setCurrentWidget(self.welcome)
@@ -280,6 +294,7 @@ class MainWindow(QMainWindow):
         self.status.set_engine(None)
         self.status.models.setText(f"Loading {Path(target.path).name}…")
         self.status.set_progress("Loading target", 0.0)
+        self.load_guard.begin(target.path)
         self.host.load(target, draft)
 
     @Slot(str, float)
@@ -293,6 +308,7 @@ class MainWindow(QMainWindow):
     def _on_loaded(self, info) -> None:
         self.engine_info = info
         self.engine_state = "ready"
+        self.load_guard.succeeded()
         verify = info.calibration.get("verify_s", {}) if info.calibration else {}
         self.target_step_s = float(verify.get(1) or verify.get("1") or 0.0)
         self.status.set_progress(None)
@@ -643,6 +659,7 @@ class MainWindow(QMainWindow):
     def _on_failed(self, operation: str, request_id: int, message: str) -> None:
         if operation == "load":
             self.engine_state = "failed"
+            self.load_guard.failed(self.settings.target.path, message)
             self.engine_info = None
             self.status.set_progress(None)
             self.status.set_engine(None)
@@ -780,6 +797,8 @@ class MainWindow(QMainWindow):
         if getattr(self, "_shut", False):
             return
         self._shut = True
+        if self.engine_state == "loading":
+            self.load_guard.abandoned()
         self._tick.stop()
         close_downloaders(self)  # a running download pauses; its partial file is kept to resume
         self.host.shutdown()  # bounded: cancels the answer, a load or the starter assembly

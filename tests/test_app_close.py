@@ -19,6 +19,7 @@ from app.worker import running_threads
 from engine import starter
 from tests.app_helpers import LOAD_TIMEOUT_MS, make_window, smol_settings  # noqa: F401 (a fixture)
 from tests.hub_server import SMOL_REPO, fake_hub_fixture  # noqa: F401 (the fake_hub fixture)
+from tests.test_starter import write_part_packages
 
 HOLD_S = 30  # how long the held work waits for the close to cancel it: only a hang would reach it
 DIRECT = Qt.ConnectionType.DirectConnection  # runs on the engine thread, inside the work itself
@@ -59,14 +60,8 @@ def test_closing_while_the_model_loads_cancels_the_load(qtbot, make_window, smol
 def starter_parts(tmp_path, monkeypatch, smollm2_path):
     """The starter pair faked from SmolLM2 (as tests/test_starter.py does): three part packages."""
     data = Path(smollm2_path).read_bytes()
-    root = tmp_path / "site"
-    cuts = [0, len(data) // 3, 2 * len(data) // 3, len(data)]
-    for n in range(1, 4):
-        pkg = root / f"specula_close_part{n}"
-        (pkg / "data").mkdir(parents=True)
-        (pkg / "__init__.py").write_text("")
-        (pkg / "data" / f"part{n:02d}.bin").write_bytes(data[cuts[n - 1] : cuts[n]])
-    monkeypatch.syspath_prepend(str(root))
+    write_part_packages(tmp_path / "site", data, "specula_close_part")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
     digest = hashlib.sha256(data).hexdigest()
     pair = tuple(
         starter.StarterModel(name, role, "specula_close_part", 3, len(data), digest)

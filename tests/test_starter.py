@@ -9,18 +9,22 @@ from engine import starter
 from engine.errors import EngineError
 
 
+def write_part_packages(root: Path, data: bytes, prefix: str, n_parts: int = 3) -> None:
+    """data cut into importable part packages <prefix>1..N under root, as the starter extra ships them."""
+    cuts = [len(data) * i // n_parts for i in range(n_parts + 1)]
+    for n in range(1, n_parts + 1):
+        pkg = root / f"{prefix}{n}"
+        (pkg / "data").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "data" / f"part{n:02d}.bin").write_bytes(data[cuts[n - 1] : cuts[n]])
+
+
 @pytest.fixture
 def part_packages(tmp_path, monkeypatch, smollm2_path):
     """SmolLM2 cut into three importable part packages, as the starter extra ships the Qwen pair."""
     data = Path(smollm2_path).read_bytes()
-    root = tmp_path / "site"
-    cuts = [0, len(data) // 3, 2 * len(data) // 3, len(data)]
-    for n in range(1, 4):
-        pkg = root / f"specula_test_part{n}"
-        (pkg / "data").mkdir(parents=True)
-        (pkg / "__init__.py").write_text("")
-        (pkg / "data" / f"part{n:02d}.bin").write_bytes(data[cuts[n - 1] : cuts[n]])
-    monkeypatch.syspath_prepend(str(root))
+    write_part_packages(tmp_path / "site", data, "specula_test_part")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
     model = starter.StarterModel(
         filename="assembled.gguf",
         role="target",

@@ -43,6 +43,7 @@ class Settings:
     max_tokens: int = _SAMPLING.max_tokens
     seed: int = -1  # -1: a fresh random seed per answer (recorded with the answer)
     system_prompt: str = ""
+    allow_amx: bool = False  # llama.cpp's AMX kernels crash on batched decoding (engine/cpu_weights.py)
     show_token_colours: bool = False
     window_geometry: str = ""  # Qt's saveGeometry(), base64
     splitter_state: str = ""
@@ -59,7 +60,11 @@ class Settings:
         if not model.path:
             return None
         return ModelSpec(
-            model.path, n_gpu_layers=model.gpu_layers, n_ctx=self.context_size, n_threads=model.threads or None
+            model.path,
+            n_gpu_layers=model.gpu_layers,
+            n_ctx=self.context_size,
+            n_threads=model.threads or None,
+            allow_amx=self.allow_amx,
         )
 
     def sampling(self, seed: int | None) -> SamplingParams:
@@ -81,7 +86,7 @@ class Settings:
 
     def load_key(self) -> tuple:
         """What needs a model reload when it changes."""
-        return (asdict(self.target), asdict(self.draft), self.context_size)
+        return (asdict(self.target), asdict(self.draft), self.context_size, self.allow_amx)
 
     # -- persistence --------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -33,6 +34,7 @@ from app import theme
 from app.downloads import download_button
 from app.rich_text import TextPane
 from app.settings import ModelSettings, Settings
+from engine import cpu_weights
 from engine.compat import check_compatible
 from engine.config import DrafterMode
 from engine.errors import EngineError
@@ -178,10 +180,24 @@ class SettingsDialog(QDialog):
         self.draft_gpu, self.draft_threads = self._placement_controls("draft")
         form.addRow("Draft GPU layers", self.draft_gpu)
         form.addRow("Draft CPU threads", self.draft_threads)
-        note = QLabel("Changing models, context, GPU layers or threads reloads the models.")
+        form.addRow("Intel AMX", self._amx_control())
+        note = QLabel("Changing models, context, GPU layers, threads or AMX reloads the models.")
         theme.tint(note)
         form.addRow("", note)
         self.tabs.addTab(page, "Models")
+
+    def _amx_control(self) -> QCheckBox:
+        self.amx = QCheckBox("Let llama.cpp use AMX kernels")
+        if cpu_weights.AMX_BUFFER in cpu_weights.extra_buffer_types():
+            self.amx.setToolTip(
+                "This CPU has AMX, but llama.cpp's AMX kernels crash on batched decoding, which every "
+                f"speculative step uses ({cpu_weights.AMX_ISSUE}). Off, Specula keeps llama.cpp's other "
+                "fast CPU kernels. Turn it on only with a llama.cpp build that has the fix."
+            )
+        else:
+            self.amx.setEnabled(False)
+            self.amx.setToolTip("llama.cpp does not use AMX on this machine.")
+        return self.amx
 
     def _note_label(self) -> Note:
         note = Note(theme.error_colour)
@@ -298,6 +314,7 @@ class SettingsDialog(QDialog):
         self.target_threads.setValue(s.target.threads)
         self.draft_gpu.setValue(s.draft.gpu_layers)
         self.draft_threads.setValue(s.draft.threads)
+        self.amx.setChecked(s.allow_amx)
         self._load_generation(s)
 
     def _load_generation(self, s: Settings) -> None:
@@ -326,6 +343,7 @@ class SettingsDialog(QDialog):
                 self.draft_combo.currentData() or "", self.draft_gpu.value(), self.draft_threads.value()
             ),
             context_size=self.context.value(),
+            allow_amx=self.amx.isChecked(),
             temperature=round(self.temperature.value(), 4),
             top_p=round(self.top_p.value(), 4),
             top_k=self.top_k.value(),

@@ -9,6 +9,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
 MEMORY_REFRESH_MS = 2000
+BACKEND_TIP = "Where the models run, and how many of the target's layers are on the GPU"
 
 
 def process_memory() -> int | None:
@@ -35,7 +36,7 @@ class StatusBar(QStatusBar):
         self.models = QLabel("No model loaded")
         self.models.setToolTip("Target model (answers) and draft model (proposes tokens for the target to verify)")
         self.backend = QLabel()
-        self.backend.setToolTip("Where the models run, and how many of the target's layers are on the GPU")
+        self.backend.setToolTip(BACKEND_TIP)
         self.stage = QLabel()
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
@@ -62,6 +63,7 @@ class StatusBar(QStatusBar):
         if info is None:
             self.models.setText("No model loaded")
             self.backend.setText("")
+            self.backend.setToolTip(BACKEND_TIP)
             self.model_bytes = 0
         else:
             draft = f"  +  draft {info.draft_name}" if info.draft_name else "  ·  no draft model"
@@ -69,7 +71,9 @@ class StatusBar(QStatusBar):
             gpu = f"{info.target_gpu_layers}/{info.target_layers} layers on GPU"
             if info.draft_name and info.backend != "CPU":
                 gpu += f" (draft: {info.draft_gpu_layers})"
-            self.backend.setText(f"{info.backend} · {gpu} · {info.n_threads} threads · context {info.n_ctx:,}")
+            amx = {"avoided": " · AMX off", "on": " · AMX on"}.get(info.amx, "")
+            self.backend.setText(f"{info.backend} · {gpu} · {info.n_threads} threads{amx} · context {info.n_ctx:,}")
+            self.backend.setToolTip(f"{BACKEND_TIP}\n{info.cpu_weights}")
             self.model_bytes = info.memory_bytes
         self.refresh_memory()
 

@@ -13,6 +13,7 @@ empty KV cache so all pay the same prompt evaluation.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 
+from engine import cpu_weights
 from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams
 from engine.engine import Engine
 from engine.events import DoneEvent, TokenEvent
@@ -167,6 +169,26 @@ def followup(engine: Engine, turns: list[str], max_tokens: int) -> dict:
     }
 
 
+@contextlib.contextmanager
+def weights_placed(placement: cpu_weights.WeightPlacement):
+    """llama-cpp-python's Llama builds its own model parameters and has no argument for buffer
+    types: hand it the engine's CPU weight placement (AMX avoided) through the defaults it reads."""
+    import llama_cpp.llama_cpp as low
+
+    original, keep = low.llama_model_default_params, []
+
+    def placed():
+        params = original()
+        keep.append(cpu_weights.apply(placement, params))
+        return params
+
+    low.llama_model_default_params = placed
+    try:
+        yield
+    finally:
+        low.llama_model_default_params = original
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="target GGUF (default: the starter target)")
@@ -177,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", help="only these prompt ids (comma-separated)")
     parser.add_argument("--gpu-layers", type=int, default=0)
     parser.add_argument("--threads", type=int)
+    parser.add_argument("--allow-amx", action="store_true", help="let llama.cpp use AMX (crash-prone, see engine info)")
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--repeats", type=int, default=1, help="runs per configuration and prompt; the median is kept")
@@ -192,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
 
         target_path, draft_path = starter.assemble_pair()
         target, draft = str(target_path), draft or str(draft_path)
-    spec_common = dict(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, n_threads=args.threads)
+    spec_common = dict(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, n_threads=args.threads, allow_amx=args.allow_amx)
     engine = Engine(ModelSpec(target, **spec_common), ModelSpec(draft, **spec_common) if draft else None)
     data = load_prompts()
     prompts = [p for p in data["prompts"] if not args.prompts or p["id"] in args.prompts.split(",")]
@@ -203,21 +226,23 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(prompts)} prompts, max {args.max_tokens} tokens, {args.repeats} run(s) each",
         flush=True,
     )
+    print(f"# {info.cpu_weights}", flush=True)
     print(f"# calibration: {info.calibration}", flush=True)
 
     llm = None
     if not args.no_anchor:
         from llama_cpp import Llama
 
-        llm = Llama(
-            target,
-            n_ctx=args.ctx,
-            n_threads=engine.target.n_threads,
-            n_threads_batch=engine.target.n_threads,
-            n_gpu_layers=args.gpu_layers,
-            n_batch=512,
-            verbose=False,
-        )
+        with weights_placed(engine.target.weights):
+            llm = Llama(
+                target,
+                n_ctx=args.ctx,
+                n_threads=engine.target.n_threads,
+                n_threads_batch=engine.target.n_threads,
+                n_gpu_layers=args.gpu_layers,
+                n_batch=512,
+                verbose=False,
+            )
 
     runs: list[Run] = []
     for temperature in args.temperatures:

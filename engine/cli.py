@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
         p.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all)")
         p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
+        amx_arg(p)
         p.add_argument("--system", help="system prompt")
         p.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
 
@@ -46,7 +47,18 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("prompt", help="the user message ('-' reads standard input)")
     gen.add_argument("--json", action="store_true", help="print the answer and statistics as JSON")
     sub.add_parser("starter", help="assemble the offline starter models into the model folder")
+    info = sub.add_parser("info", help="what this machine and llama.cpp build offer, and what Specula decides")
+    info.add_argument("--model", help="also show how this GGUF file would be laid out")
+    amx_arg(info)
     return parser
+
+
+def amx_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-amx",
+        action="store_true",
+        help="let llama.cpp use its AMX kernels (off by default: they crash on batched decoding, llama.cpp #20824)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "starter":
             return cmd_starter()
+        if args.command == "info":
+            return cmd_info(args)
         engine = load_engine(args)
         try:
             return cmd_chat(engine, args) if args.command == "chat" else cmd_generate(engine, args)
@@ -78,6 +92,35 @@ def cmd_starter() -> int:
     return 0
 
 
+def cmd_info(args) -> int:
+    import llama_cpp
+
+    from engine import cpu_weights
+    from engine.runner import backend_name, default_threads
+
+    print(f"llama.cpp:    {llama_cpp.llama_print_system_info().decode(errors='replace').strip()}")
+    print(
+        f"backend:      {backend_name()} (GPU offload {'built in' if llama_cpp.llama_supports_gpu_offload() else 'not built in'})"
+    )
+    print(f"threads:      {default_threads()} by default")
+    buffers = cpu_weights.extra_buffer_types()
+    print(f"CPU buffers:  {', '.join(buffers) or 'none'} offered by llama.cpp")
+    if cpu_weights.AMX_BUFFER not in buffers:
+        print("AMX:          not used by llama.cpp on this machine")
+    elif args.allow_amx:
+        print(f"AMX:          on, as asked (batched decoding may crash: {cpu_weights.AMX_ISSUE})")
+    else:
+        print(f"AMX:          off: its batched kernels crash ({cpu_weights.AMX_ISSUE}); --allow-amx turns it on")
+    if args.model:
+        from engine.gguf import read_header
+
+        header = read_header(args.model)
+        placement = cpu_weights.plan(header.tensors, header.n_layers or 0, 0, args.allow_amx)
+        print(f"model:        {header.name}, {header.architecture}, {header.quantization}, {header.file_size:,} bytes")
+        print(f"              {placement.summary}")
+    return 0
+
+
 def load_engine(args):
     from engine import starter
     from engine.engine import Engine
@@ -93,7 +136,7 @@ def load_engine(args):
         model, draft = str(target_path), draft or str(draft_path)
     if draft == "none":
         draft = None
-    common = dict(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, n_threads=args.threads)
+    common = dict(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, n_threads=args.threads, allow_amx=args.allow_amx)
     print(
         f"loading {os.path.basename(model)}" + (f" with draft {os.path.basename(draft)}" if draft else ""),
         file=sys.stderr,

@@ -73,6 +73,8 @@ class ModelSpec:
     n_ctx: int = 4096
     n_threads: int | None = None  # None: physical cores as llama.cpp counts them
     n_batch: int = 512
+    # llama.cpp's AMX kernels crash on batched decodes (engine/cpu_weights.py): off unless asked.
+    allow_amx: bool = False
 
     def with_(self, **changes) -> ModelSpec:
         return replace(self, **changes)

@@ -36,6 +36,8 @@ class EngineInfo:
     n_threads: int
     memory_bytes: int  # weights plus contexts
     calibration: dict
+    cpu_weights: str = ""  # how the target's CPU weights are laid out, AMX decision included
+    amx: str = "none"  # "none", "avoided" (llama.cpp's AMX path crashes) or "on"
 
 
 class Engine:
@@ -109,6 +111,8 @@ class Engine:
             n_threads=t.n_threads,
             memory_bytes=sum(r.model_bytes + r.context_bytes for r in (t, d) if r),
             calibration=self.speculator.costs.as_dict(),
+            cpu_weights=t.weights.summary,
+            amx=t.weights.amx,
         )
 
     def close(self) -> None:

@@ -117,6 +117,7 @@ class GGUFInfo:
     n_params: int = 0
     data_end: int = 0  # where the last tensor's bytes end; beyond file_size means truncated
     first_cut: tuple[str, int, bool] | None = None  # (name, end byte, is the last) of the first tensor past the end
+    tensors: list = field(default_factory=list, repr=False)  # the tensor table: name, dims, ttype, offset
 
     def get(self, key: str, default=None):
         return self.metadata.get(key, default)
@@ -302,6 +303,7 @@ def parse_header(stream: BinaryIO, path: str = "", file_size: int | None = None)
         n_params=sum(math.prod(t.dims) for t in tensors),
         data_end=data_end,
         first_cut=(cut.name, data_start + cut.offset + cut.n_bytes, cut is tensors[-1]) if cut else None,
+        tensors=tensors,
     )
 
 

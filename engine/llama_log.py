@@ -80,3 +80,13 @@ def offloaded_layers(position: int) -> tuple[int, int] | None:
         if m:
             return int(m.group(1)), int(m.group(2))
     return None
+
+
+def buffer_sizes(position: int) -> dict[str, float]:
+    """MiB per weight buffer type ("CPU", "CPU_REPACK", "AMX", "CUDA0"...) from the last load's log."""
+    sizes: dict[str, float] = {}
+    for line in since(position):
+        m = re.search(r"(\S+) model buffer size =\s*([\d.]+) MiB", line)
+        if m:
+            sizes[m.group(1)] = sizes.get(m.group(1), 0.0) + float(m.group(2))
+    return sizes

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import llama_cpp
 import numpy as np
 
-from engine import llama_log
+from engine import cpu_weights, llama_log
 from engine.config import ModelSpec
 from engine.errors import ContextFullError, DecodeError, ModelLoadError
 from engine.gguf import GGUFInfo, read_header
@@ -91,6 +91,8 @@ class ModelRunner:
 
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0x7FFFFFFF if spec.n_gpu_layers < 0 else spec.n_gpu_layers
+        self.weights = cpu_weights.plan(self.info.tensors, self.info.n_layers or 0, spec.n_gpu_layers, spec.allow_amx)
+        keep_alive = cpu_weights.apply(self.weights, mparams)  # noqa: F841 - read by llama.cpp during the load
         if progress is not None:
             # Keep the ctypes callback alive as long as the load runs. A progress function that
             # returns False abandons the load (llama.cpp then returns no model): how a load is cancelled.
@@ -99,6 +101,7 @@ class ModelRunner:
         self._model = llama_cpp.llama_model_load_from_file(os.fsencode(spec.path), mparams)
         if not self._model:
             raise _load_failure(spec.path, llama_log.errors_since(mark))
+        self.weight_buffers = llama_log.buffer_sizes(mark)  # e.g. {"CPU_REPACK": 812.0} (MiB)
         self.vocab = llama_cpp.llama_model_get_vocab(self._model)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self._model)

@@ -45,3 +45,26 @@ def isolated_home(tmp_path, monkeypatch):
     """A fresh Specula data folder (models, chats, settings) for one test."""
     monkeypatch.setenv("SPECULA_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
+
+
+def pytest_sessionstart(session):
+    """llama.cpp can kill the whole process on some CPUs (its AMX kernels did: llama.cpp #20824),
+    and most tests load models in-process. Decode batches once in a subprocess first, so such a
+    machine gets one clear failure, not a test run that dies without a report."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.batched_decode", str(models.smollm2()), "decided"],
+        cwd=models.REPO,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode < 0:
+        last = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        pytest.exit(
+            f"llama.cpp crashed ({signal.Signals(-proc.returncode).name}) decoding batches with this machine's "
+            f"CPU weight placement; model tests would die with it. Last lines:\n{last}",
+            returncode=3,
+        )

@@ -188,7 +188,7 @@ class SettingsDialog(QDialog):
 
     def _amx_control(self) -> QCheckBox:
         self.amx = QCheckBox("Let llama.cpp use AMX kernels")
-        if cpu_weights.AMX_BUFFER in cpu_weights.extra_buffer_types():
+        if cpu_weights.AMX_BUFFER in cpu_weights.offered_buffers():
             self.amx.setToolTip(
                 "This CPU has AMX, but llama.cpp's AMX kernels crash on batched decoding, which every "
                 f"speculative step uses ({cpu_weights.AMX_ISSUE}). Off, Specula keeps llama.cpp's other "

@@ -103,7 +103,7 @@ def cmd_info(args) -> int:
         f"backend:      {backend_name()} (GPU offload {'built in' if llama_cpp.llama_supports_gpu_offload() else 'not built in'})"
     )
     print(f"threads:      {default_threads()} by default")
-    buffers = cpu_weights.extra_buffer_types()
+    buffers = cpu_weights.offered_buffers()
     print(f"CPU buffers:  {', '.join(buffers) or 'none'} offered by llama.cpp")
     if cpu_weights.AMX_BUFFER not in buffers:
         print("AMX:          not used by llama.cpp on this machine")

@@ -55,15 +55,21 @@ def cpu_features() -> dict[str, str]:
     return dict(re.findall(r"(\w+) = (\w+)", info))
 
 
+def offered_buffers() -> dict[str, int]:
+    """extra_buffer_types(), or where ggml's libraries cannot be asked, what llama.cpp's feature
+    report implies (no buffer pointers then: AMX is avoided by turning extra buffers off)."""
+    try:
+        return extra_buffer_types()
+    except OSError:
+        return {AMX_BUFFER: 0} if cpu_features().get("AMX_INT8") == "1" else {REPACK_BUFFER: 0}
+
+
 def plan(tensors: Iterable, n_layers: int, n_gpu_layers: int, allow_amx: bool) -> WeightPlacement:
     """Decide the CPU weight buffers for a model about to be loaded.
 
     tensors: the GGUF header's tensor table (name, dims, ttype); n_gpu_layers as in ModelSpec.
     """
-    try:
-        offered = extra_buffer_types()
-    except OSError:  # a llama.cpp build whose ggml libraries we cannot find: trust its report
-        offered = {AMX_BUFFER: 0} if cpu_features().get("AMX_INT8") == "1" else {REPACK_BUFFER: 0}
+    offered = offered_buffers()
     if AMX_BUFFER not in offered:
         how = "repacked for this CPU by llama.cpp" if REPACK_BUFFER in offered else "llama.cpp's plain layout"
         return WeightPlacement(True, summary=f"CPU weights: {how} (no AMX on this machine)")

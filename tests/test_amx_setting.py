@@ -24,7 +24,7 @@ def test_the_setting_reaches_both_models_and_reloads_them(tmp_path):
 
 @pytest.mark.parametrize("offered", [{"AMX": 1, "CPU_REPACK": 2}, {"CPU_REPACK": 2}])
 def test_the_checkbox_is_offered_only_where_llama_cpp_would_use_amx(qtbot, tmp_path, monkeypatch, offered):
-    monkeypatch.setattr(cpu_weights, "extra_buffer_types", lambda: offered)
+    monkeypatch.setattr(cpu_weights, "offered_buffers", lambda: offered)
     library = ModelLibrary(models_dir=tmp_path, state_file=tmp_path / "library.json", scan_external=False)
     dialog = SettingsDialog(Settings(allow_amx=False), library)
     qtbot.addWidget(dialog)

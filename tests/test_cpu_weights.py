@@ -73,7 +73,7 @@ def test_avoiding_amx_keeps_llama_cpps_repacking(qwen_paths):
 @pytest.fixture
 def amx_offered(monkeypatch):
     """A machine where llama.cpp would put weights in its AMX buffer (what extra_buffer_types reports)."""
-    monkeypatch.setattr(cpu_weights, "extra_buffer_types", lambda: {"AMX": 1, "CPU_REPACK": 2})
+    monkeypatch.setattr(cpu_weights, "offered_buffers", lambda: {"AMX": 1, "CPU_REPACK": 2})
 
 
 def test_amx_is_avoided_unless_allowed(amx_offered, qwen_paths):
@@ -95,7 +95,7 @@ def test_amx_is_avoided_unless_allowed(amx_offered, qwen_paths):
 
 
 def test_without_amx_nothing_changes(monkeypatch, qwen_paths):
-    monkeypatch.setattr(cpu_weights, "extra_buffer_types", lambda: {"CPU_REPACK": 2})
+    monkeypatch.setattr(cpu_weights, "offered_buffers", lambda: {"CPU_REPACK": 2})
     header = read_header(qwen_paths[0])
     for allow in (False, True):
         placement = cpu_weights.plan(header.tensors, header.n_layers, 0, allow_amx=allow)

@@ -40,7 +40,8 @@ def check_engine(model: str, draft: str | None) -> str:
                 SpecParams(mode=mode, draft_length=DRAFT_LENGTH),
             )
         )
-        backend = engine.info.backend
+        info = engine.info
+        backend = info.backend + {"avoided": " (AMX off)", "on": " (AMX on)"}.get(info.amx, "")
     finally:
         engine.close()
 

@@ -155,10 +155,13 @@ class StatsFooter(QWidget):
             "stopped": "Stopped.",
             "incomplete": "Incomplete: Specula stopped before this answer finished. This is what was shown.",
             "length": "Reached the maximum answer length (Settings → Max tokens).",
-            "context": "The context window is full.",
+            "context": "The context window is full (Settings → Context size).",
         }
-        self.state_label.setText(notes.get(state, ""))
-        self.state_label.setVisible(state in notes)
+        note = notes.get(state, "")
+        if stats and stats.n_history_dropped:  # where the user looks, not only in Details
+            note = "\n".join(n for n in (note, history_dropped_note(stats.n_history_dropped)) if n)
+        self.state_label.setText(note)
+        self.state_label.setVisible(bool(note))
         self.compare_button.setEnabled(state not in ("streaming", "incomplete", "error") and bool(stats))
         items = figures(stats) if stats and stats.n_tokens else []
         self._set_figures(items)
@@ -295,6 +298,15 @@ class DetailsPanel(QFrame):
             f"{stats.n_tokens} tokens × {stats.target_step_s * 1000:.1f} ms (the target's measured single-token step) "
             f"÷ {stats.gen_s:.2f} s generating = {stats.estimated_speedup:.2f}×. Compare with plain decoding to measure it."
         )
+
+
+def history_dropped_note(n: int) -> str:
+    """The visible line under an answer that was written without the oldest messages."""
+    what = "The oldest message was" if n == 1 else f"The {n} oldest messages were"
+    return (
+        f"{what} left out of what the model saw: the conversation no longer fits the context "
+        "(Settings → Context size, or start a new chat)."
+    )
 
 
 def drafter_summary(rounds) -> str:

@@ -11,7 +11,7 @@ import threading
 
 from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams, TokenSource
 from engine.errors import EngineError
-from engine.events import DoneEvent, RoundEvent, TokenEvent
+from engine.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
 
 COLOURS = {TokenSource.DRAFT_MODEL: "\033[32m", TokenSource.LOOKUP: "\033[36m"}
 RESET = "\033[0m"
@@ -200,8 +200,8 @@ def cmd_chat(engine, args) -> int:
             messages.pop()
             continue
         messages.append(ChatMessage("assistant", done.text))
-        if done.error:
-            print(f"\n[{done.finish_reason.value}] {done.error}")
+        for line in outcome_lines(done, engine.info.n_ctx, chat=True):
+            print(f"\n{line}")
         print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
 
 
@@ -232,8 +232,32 @@ def cmd_generate(engine, args) -> int:
             )
         )
     else:
-        print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
+        for line in outcome_lines(done, engine.info.n_ctx):
+            print(f"\n{line}", file=sys.stderr)
+        if done.stats.n_tokens or not done.error:  # "0 tokens · 0.0 tok/s" would only bury the reason
+            print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
     return 0 if done.finish_reason.value in ("stop", "length") else 1
+
+
+def outcome_lines(done: DoneEvent, n_ctx: int, chat: bool = False) -> list[str]:
+    """What the terminal user must know about an answer besides its text: why it ended early,
+    and whether old messages were left out to fit the context (with the flag that changes it)."""
+    lines = []
+    if done.stats.n_history_dropped:
+        n = done.stats.n_history_dropped
+        what = "the oldest message was" if n == 1 else f"the {n} oldest messages were"
+        lines.append(
+            f"[context] {what} left out of what the model saw, to fit the {n_ctx:,}-token context "
+            "(/new starts over; --ctx sets a larger context)."
+        )
+    if done.finish_reason == FinishReason.CONTEXT and done.error:
+        # The engine's own hint is for any front end; here the way out is a flag.
+        lines.append(f"[context] {done.error.splitlines()[0]}")
+        start_over = ", start over with /new" if chat else ""
+        lines.append(f"[context] Shorten the message{start_over}, or run with a larger --ctx (this run: {n_ctx:,}).")
+    elif done.error:
+        lines.append(f"[{done.finish_reason.value}] {done.error}")
+    return lines
 
 
 if __name__ == "__main__":

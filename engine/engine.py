@@ -184,8 +184,10 @@ class Engine:
                 rest.pop(0)
                 dropped += 1
         if len(tokens) >= n_ctx:
+            with_system = " with the system prompt" if system else ""
             raise ContextFullError(
-                f"The message is {len(tokens):,} tokens long with its system prompt, but the context holds {n_ctx:,}."
+                f"The message is {len(tokens):,} tokens long{with_system}, "
+                f"but the context holds {n_ctx:,}: no room is left for an answer."
             )
         return tokens, dropped
 

@@ -42,7 +42,8 @@ class IncompatibleDraftError(EngineError):
 class ContextFullError(EngineError):
     """The prompt alone does not fit in the context window."""
 
-    hint = "Start a new conversation, shorten the message, or raise the context size in Settings."
+    # Says no more than the engine knows: each front end adds where the context size is set.
+    hint = "Start a new conversation, shorten the message, or use a larger context."
 
 
 class DecodeError(EngineError):

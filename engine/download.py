@@ -30,7 +30,7 @@ from pathlib import Path
 import httpx2
 from huggingface_hub.utils import build_hf_headers, get_session
 
-from engine.hub import TIMEOUT, Hub, HubError, HubFile, hub_errors, raise_for_status
+from engine.hub import TIMEOUT, Hub, HubError, HubFile, hub_errors, is_safe_file_name, raise_for_status
 from engine.library import PENDING_SUFFIX
 
 DISK_MARGIN = 256 << 20  # leave this much free after the download
@@ -104,7 +104,7 @@ class Download:
     @property
     def path(self) -> Path:
         """Where the model lands (the first part, for a split model)."""
-        return self.dest_dir / self.record.files[0].name
+        return self._dest(self.record.files[0])
 
     def pause(self) -> None:
         """Stop soon (run() returns PAUSED, the part file kept): at the next bytes, or at once when
@@ -157,10 +157,17 @@ class Download:
         return True
 
     def _dest(self, file: HubFile) -> Path:
+        """Every path a download writes or deletes comes from here: never outside dest_dir."""
+        if not is_safe_file_name(file.name):
+            raise DownloadError(
+                f"The repository names a file {file.name!r}, which is not a plain file name: "
+                "Specula writes only inside its models folder.",
+                hint="Pick another file or repository.",
+            )
         return self.dest_dir / file.name
 
     def _record_path(self) -> Path:
-        return self.dest_dir / (self.record.name + PENDING_SUFFIX)
+        return self._dest(self.record.files[0]).with_name(self.record.name + PENDING_SUFFIX)
 
     def _check_disk_space(self) -> None:
         needed = sum(f.size - _bytes_present(self._dest(f)) for f in self.record.files)
@@ -252,6 +259,8 @@ def pending_downloads(dest_dir: Path) -> list[DownloadRecord]:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             files = tuple(HubFile(**f) for f in data["files"])
+            if not all(is_safe_file_name(f.name) for f in files):
+                continue  # a record naming a path outside this folder: never resumed, never deleted through
             records.append(DownloadRecord(data["repo_id"], data["revision"], files))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not readable: it cannot be resumed, and the part files are only bytes
@@ -260,7 +269,7 @@ def pending_downloads(dest_dir: Path) -> list[DownloadRecord]:
 
 def bytes_present(record: DownloadRecord, dest_dir: Path) -> int:
     """How much of a pending download is already on disk."""
-    return sum(_bytes_present(Path(dest_dir) / f.name) for f in record.files)
+    return sum(_bytes_present(Path(dest_dir) / f.name) for f in record.files if is_safe_file_name(f.name))
 
 
 class _Meter:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
+from pathlib import PurePosixPath, PureWindowsPath
 
 import httpx2
 from huggingface_hub import HfApi, constants, hf_hub_url
@@ -75,6 +76,29 @@ class HubFile:
     @property
     def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
+
+
+# Characters no file name may hold on some platform (Windows forbids the most) or that split
+# a path there ('\\' and ':' included: 'C:x.gguf' is drive-relative on Windows).
+_UNSAFE_CHARS = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|]')
+_WINDOWS_DEVICES = re.compile(r"^(CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])(\.|$)", re.I)
+MAX_NAME_CHARS = 200  # room for '.part' and '.download.json' under the usual 255-byte limit
+
+
+def is_safe_file_name(name: str) -> bool:
+    """True when name is one plain file name on every platform: `models / name` stays in models.
+
+    Repository file names come from the hub, where anyone can upload: '..\\..\\evil.gguf',
+    'C:\\x.gguf' or a UNC path would escape the models folder on Windows though they hold no '/'.
+    """
+    if not name or len(name) > MAX_NAME_CHARS or len(name.encode("utf-8", "replace")) > 250:
+        return False
+    if _UNSAFE_CHARS.search(name) or _WINDOWS_DEVICES.match(name):
+        return False
+    if name in (".", "..") or name != name.strip() or name.endswith("."):  # Windows drops trailing dots
+        return False
+    # Belt and braces: both path flavours must see exactly this one relative component.
+    return all(not p.anchor and p.parts == (name,) for p in (PurePosixPath(name), PureWindowsPath(name)))
 
 
 @dataclass(frozen=True)
@@ -137,7 +161,7 @@ def group_gguf_files(files: list[HubFile]) -> list[QuantGroup]:
     singles: list[QuantGroup] = []
     splits: dict[tuple[str, int], list[HubFile]] = {}
     for f in files:
-        if not f.path.lower().endswith(".gguf") or "mmproj" in f.name.lower():
+        if not f.path.lower().endswith(".gguf") or "mmproj" in f.name.lower() or not is_safe_file_name(f.name):
             continue
         parsed = split_part(f.path.rsplit("/", 1)[-1])
         if parsed:

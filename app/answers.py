@@ -3,12 +3,18 @@
 Qt-free on purpose. The window feeds it the worker's events and calls flush() a few times a
 second; each flush is one small transaction, so a crash keeps what was on the screen, and the
 message stays marked incomplete until finish() or fail().
+
+A write that fails (a full disk, a database that became read-only) never interrupts the answer:
+the recorder stops writing, keeps what it already wrote, tells on_write_error once, and the
+answer goes on streaming to the screen.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict
 
 from app.store import Message, Store, Token
@@ -17,11 +23,34 @@ from engine.events import DoneEvent, FinishReason, RoundEvent
 from engine.metrics import AnswerStats
 
 FLUSH_S = 0.25
+# What a store write raises when the disk is full or the file cannot be written.
+STORE_WRITE_ERRORS = (sqlite3.Error, OSError)
+
+
+def write_problem(error: BaseException, what: str) -> str:
+    """A message for the user about a failed store write of `what`."""
+    code = getattr(error, "sqlite_errorcode", 0) & 0xFF
+    full = code == 13 or getattr(error, "errno", None) == 28  # SQLITE_FULL, ENOSPC
+    if full:
+        return (
+            f"Specula could not save {what}: the disk is full. What is on screen stays until you "
+            "leave this chat; free some disk space to save again."
+        )
+    return f"Specula could not save {what}: the chat database cannot be written ({error})."
 
 
 class AnswerRecorder:
-    def __init__(self, store: Store, message: Message, request_id: int, target_step_s: float = 0.0):
+    def __init__(
+        self,
+        store: Store,
+        message: Message,
+        request_id: int,
+        target_step_s: float = 0.0,
+        on_write_error: Callable[[str], None] | None = None,
+    ):
         self.store = store
+        self.on_write_error = on_write_error
+        self.write_error: str | None = None  # set by the first failed write; nothing is written after it
         self.message = message
         self.request_id = request_id
         self.tokens: list[Token] = []
@@ -68,12 +97,24 @@ class AnswerRecorder:
     # -- writing --------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        if not self._dirty or self.finished:
+        if not self._dirty or self.finished or self.write_error:
             return
         new = self.tokens[self.written :]
-        self.store.append_tokens(self.message.id, self.written, new, self.text, self.live_stats())
-        self.written = len(self.tokens)
-        self._dirty = False
+        if self._write(self.store.append_tokens, self.message.id, self.written, new, self.text, self.live_stats()):
+            self.written = len(self.tokens)
+            self._dirty = False
+
+    def _write(self, write, *args) -> bool:
+        """One store write; False (and on_write_error, once) when it failed."""
+        try:
+            write(*args)
+            return True
+        except STORE_WRITE_ERRORS as e:
+            saved = f"this answer past its first {self.written} tokens" if self.written else "this answer"
+            self.write_error = write_problem(e, saved)
+            if self.on_write_error is not None:
+                self.on_write_error(self.write_error)
+            return False
 
     def finish(self, done: DoneEvent) -> Message:
         """The last event: write the engine's text and statistics and mark the message complete."""
@@ -99,7 +140,8 @@ class AnswerRecorder:
     def _finish(self, text: str, reason: str, stats: AnswerStats | None, error: str | None) -> None:
         if self.finished:
             return
-        self.store.finish_message(self.message.id, text, reason, stats, error)
+        if not self.write_error:
+            self._write(self.store.finish_message, self.message.id, text, reason, stats, error)
         m = self.message
         m.content, m.finish_reason, m.error, m.complete = text, reason, error, True
         m.stats = stats

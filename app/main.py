@@ -42,11 +42,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QGuiApplication
-    from PySide6.QtWidgets import QApplication, QMessageBox
+    from PySide6.QtWidgets import QApplication
 
     from app import theme
-    from app.main_window import MainWindow
-    from app.store import Store, StoreError
 
     QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -55,22 +53,40 @@ def main(argv: list[str] | None = None) -> int:
     app.setOrganizationName("Specula")
     app.setDesktopFileName("specula")
     app.setWindowIcon(theme.icon())
-    try:
-        store = Store()
-    except StoreError as e:
-        QMessageBox.critical(None, "Specula cannot open its chats", str(e))
-        return 1
-    window = MainWindow(store, auto_setup=True)
-    window.show()
+    window = open_window()
     code = app.exec()
     window.shutdown()
-    store.close()
+    window.store.close()
     if window.host.stuck:
         # The engine thread is still inside a native call that ignored its cancel flag: tearing Qt
         # and Python down around it would crash. The chats and settings are saved; end here.
         logging.shutdown()
         os._exit(code)
     return code
+
+
+def open_window():
+    """The main window on the user's chats and settings, shown, with what went wrong opening them.
+
+    A damaged or unwritable chat database or settings file never stops the app: store_open and
+    Settings.load set it aside or work around it, and the user is told in one message box.
+    """
+    from PySide6.QtWidgets import QMessageBox
+
+    from app.main_window import MainWindow
+    from app.settings import Settings
+    from app.store_open import open_chat_store
+
+    opened = open_chat_store()
+    settings = Settings.load()
+    window = MainWindow(opened.store, settings, auto_setup=True)
+    window.show()
+    notices = [n for n in (opened.notice, *settings.load_notices) if n]
+    if notices:
+        box = QMessageBox(QMessageBox.Icon.Warning, "Specula", "\n\n".join(notices), QMessageBox.StandardButton.Ok, window)
+        box.setObjectName("start_notice")
+        box.open()  # window-modal, and it does not block the event loop
+    return window
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import theme
-from app.answers import AnswerRecorder, answer_params, sampling_from_params
+from app.answers import STORE_WRITE_ERRORS, AnswerRecorder, answer_params, sampling_from_params, write_problem
 from app.chat_view import ChatView
 from app.composer import Composer
 from app.downloads import MISSING_TIP, close_downloaders, downloader_available, open_downloader, open_library
@@ -247,7 +247,7 @@ class MainWindow(QMainWindow):
     def start(self) -> None:
         """Load the configured models; on a first start, find the starter pair or welcome the user."""
         s = self.settings
-        if not s.target.path:
+        if not s.target.path and not s.model_choice_lost:  # never over a choice that could not be read
             from engine import starter
 
             if starter.starter_installed():
@@ -264,8 +264,10 @@ class MainWindow(QMainWindow):
             return
         if s.target.path:
             self.welcome.set_note(f"The model file {s.target.path} is gone. Choose another model.", error=True)
+        elif s.model_choice_lost:
+            self.welcome.set_note("Your settings could not be read, so no model is chosen. Choose one.", error=True)
         self.show_welcome()
-        if self.auto_setup and not s.target.path and _starter_available():
+        if self.auto_setup and not s.target.path and not s.model_choice_lost and _starter_available():
             self.assemble_starter()
 
     def _ask_before_loading(self, problem: str) -> None:
@@ -541,19 +543,23 @@ class MainWindow(QMainWindow):
             )
             return False
         editing = self.composer.editing_id
-        if editing is not None and self.conversation is not None:
-            self.store.update_content(editing, text)
-            self.store.delete_messages_after(editing)
-            self.composer.end_edit()
-            self.messages = self.store.messages(self.conversation.id)
-            self.chat_view.set_messages(self.messages)
-        else:
-            if self.conversation is None:
-                self.conversation = self.store.create_conversation(title_from(text))
-                self._update_title()
-            message = self.store.add_message(self.conversation.id, "user", text)
-            self.messages.append(message)
-            self.chat_view.add_message(message)
+        try:
+            if editing is not None and self.conversation is not None:
+                self.store.update_content(editing, text)
+                self.store.delete_messages_after(editing)
+                self.composer.end_edit()
+                self.messages = self.store.messages(self.conversation.id)
+                self.chat_view.set_messages(self.messages)
+            else:
+                if self.conversation is None:
+                    self.conversation = self.store.create_conversation(title_from(text))
+                    self._update_title()
+                message = self.store.add_message(self.conversation.id, "user", text)
+                self.messages.append(message)
+                self.chat_view.add_message(message)
+        except STORE_WRITE_ERRORS as e:  # the text stays in the input box
+            self.chat_view.show_notice(write_problem(e, "your message"))
+            return False
         self.composer.clear()
         self.refresh_sidebar()
         self._start_answer()
@@ -566,10 +572,16 @@ class MainWindow(QMainWindow):
         chat = self._chat_messages(history(self.messages), s.system_prompt)
         names = self._model_names()
         params = answer_params(sampling, spec, s.system_prompt, *names)
-        message = self.store.add_message(self.conversation.id, "assistant", "", complete=False, params=params)
+        try:
+            message = self.store.add_message(self.conversation.id, "assistant", "", complete=False, params=params)
+        except STORE_WRITE_ERRORS as e:
+            self.chat_view.show_notice(write_problem(e, "a new answer") + " No answer was started.")
+            return
         self.messages.append(message)
         request = self.host.answer(chat, sampling, spec)
-        self.active = AnswerRecorder(self.store, message, request.id, self.target_step_s)
+        self.active = AnswerRecorder(
+            self.store, message, request.id, self.target_step_s, on_write_error=self.chat_view.show_notice
+        )
         self.active.stats.backend = self.engine_info.backend if self.engine_info else ""
         self.chat_view.add_message(message, streaming=True)
         self._set_busy(True)

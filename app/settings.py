@@ -1,15 +1,20 @@
 """The app's settings: one dataclass, persisted as JSON (`settings.json` in the data folder).
 
-Loading is forgiving: unknown keys are ignored, a value of the wrong type falls back to its
-default, and an unreadable file is set aside as settings.json.bad so the app still starts.
+Loading is forgiving, and says what it forgave (Settings.load_notices, shown at start):
+unknown keys are ignored, a value of the wrong type or not a number (NaN) falls back to its
+default, a number out of range is clamped to the range the Settings dialog allows, and a file
+that is not JSON is moved aside to settings.json.damaged-<time> (never overwritten) so the app
+still starts. When the user's model choice could not be read, model_choice_lost is set: the
+app then asks rather than quietly choosing the starter pair in its place.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
+import math
 import os
+import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -20,6 +25,21 @@ log = logging.getLogger(__name__)
 
 FILE_NAME = "settings.json"
 _SAMPLING = SamplingParams()
+
+
+# The ranges a number may take, as the Settings dialog offers them (inclusive).
+RANGES: dict[str, tuple[float, float]] = {
+    "gpu_layers": (-1, 999),
+    "threads": (0, 256),
+    "context_size": (512, 262_144),
+    "draft_length": (0, 16),
+    "temperature": (0.0, 2.0),
+    "top_p": (0.0, 1.0),
+    "top_k": (0, 1000),
+    "min_p": (0.0, 1.0),
+    "max_tokens": (1, 131_072),
+    "seed": (-1, 2**31 - 1),
+}
 
 
 @dataclass
@@ -47,6 +67,10 @@ class Settings:
     show_token_colours: bool = False
     window_geometry: str = ""  # Qt's saveGeometry(), base64
     splitter_state: str = ""
+
+    # Not saved (not dataclass fields): what load() had to correct, for the user.
+    load_notices = ()
+    model_choice_lost = False
 
     # -- to the engine's records --------------------------------------------------------------
 
@@ -96,19 +120,26 @@ class Settings:
 
     @classmethod
     def load(cls, path: Path | None = None) -> Settings:
-        path = path or cls.default_path()
+        """The settings in path (default: the data folder's); defaults where they cannot be used."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            path = path or cls.default_path()
+            # utf-8-sig: editors on Windows save JSON with a byte order mark.
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
             if not isinstance(data, dict):
-                raise ValueError("not an object")
+                raise ValueError("the file holds no JSON object")
         except FileNotFoundError:
             return cls()
         except (OSError, ValueError) as e:
-            log.warning("Settings in %s unreadable (%s); starting from defaults.", path, e)
-            with contextlib.suppress(OSError):
-                os.replace(path, path.with_name(path.name + ".bad"))
-            return cls()
-        return _from_dict(cls, data)
+            return _unreadable(cls, path, e)
+        problems: list[str] = []
+        settings = _from_dict(cls, data, problems)
+        if problems:
+            log.warning("Settings in %s corrected: %s", path, "; ".join(problems))
+            settings.load_notices = [
+                f"Some settings in {path} could not be used as they were:\n• " + "\n• ".join(problems)
+            ]
+            settings.model_choice_lost = any(p.startswith(("target:", "target.path:")) for p in problems)
+        return settings
 
     def save(self, path: Path | None = None) -> None:
         path = path or self.default_path()
@@ -118,22 +149,70 @@ class Settings:
         os.replace(tmp, path)
 
 
-def _from_dict(cls, data: dict):
+def _unreadable(cls, path: Path | None, error: Exception) -> Settings:
+    """Defaults, after moving the unreadable file aside (never over another file)."""
+    log.warning("Settings in %s unreadable (%s); starting from defaults.", path, error)
+    settings = cls()
+    settings.model_choice_lost = True
+    if path is None:
+        settings.load_notices = [f"Specula cannot find its data folder ({error}); the settings are the defaults."]
+        return settings
+    try:
+        aside = _free_name(path, f".damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        os.rename(path, aside)
+        kept = f"The file was kept as {aside.name}."
+    except OSError as e:
+        kept = f"It could not be moved aside ({e.strerror or e}) and was left as it is."
+    settings.load_notices = [
+        f"Your settings in {path} could not be read ({error}). {kept}\n"
+        "Specula uses its defaults for now, so no model is chosen: pick your model again in Settings "
+        "(or copy your values over from the kept file)."
+    ]
+    return settings
+
+
+def _free_name(path: Path, suffix: str) -> Path:
+    for n in range(1000):
+        candidate = path.with_name(path.name + suffix + (f"-{n}" if n else ""))
+        if not os.path.lexists(candidate):
+            return candidate
+    raise FileExistsError(f"no free name beside {path}")
+
+
+def _from_dict(cls, data: dict, problems: list[str], prefix: str = ""):
+    """cls from data: wrong types and NaN fall back to the default, numbers are clamped to RANGES."""
     default = cls()
     values = {}
     for f in fields(cls):
         if f.name not in data:
             continue
         value, current = data[f.name], getattr(default, f.name)
+        name = prefix + f.name
         if isinstance(current, ModelSettings):
-            values[f.name] = _from_dict(ModelSettings, value) if isinstance(value, dict) else current
-        elif isinstance(current, bool):
-            values[f.name] = value if isinstance(value, bool) else current
+            if isinstance(value, dict):
+                values[f.name] = _from_dict(ModelSettings, value, problems, name + ".")
+            else:
+                problems.append(f"{name}: {value!r} is not a model entry; using none")
+            continue
+        if isinstance(current, bool):
+            ok = isinstance(value, bool)
         elif isinstance(current, float):
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            values[f.name] = float(value) if ok else current
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            value = float(value) if ok else value
         elif isinstance(current, int):
-            values[f.name] = value if isinstance(value, int) and not isinstance(value, bool) else current
-        elif isinstance(current, str):
-            values[f.name] = value if isinstance(value, str) else current
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, str)
+        if not ok:
+            problems.append(f"{name}: {value!r} is not a valid value; using {current!r}")
+            continue
+        low, high = RANGES.get(f.name, (None, None))
+        if low is not None and not low <= value <= high:
+            clamped = type(current)(min(max(value, low), high))
+            problems.append(f"{name}: {value!r} is outside {low}–{high}; using {clamped!r}")
+            value = clamped
+        values[f.name] = value
+    if cls is Settings and values.get("drafter_mode", default.drafter_mode) not in {m.value for m in DrafterMode}:
+        problems.append(f"drafter_mode: {values['drafter_mode']!r} is not a drafter mode; using {default.drafter_mode!r}")
+        values["drafter_mode"] = default.drafter_mode
     return cls(**values)

@@ -98,18 +98,31 @@ class Message:
 
 
 class Store:
-    def __init__(self, path: Path | str | None = None):
+    def __init__(self, path: Path | str | None = None, *, db: sqlite3.Connection | None = None):
+        """Open (or create) the database at path; with db, use that connection instead.
+
+        db is how app.store_open keeps the app working when the file cannot be written: a copy
+        in memory (nothing is saved, path says where the chats came from).
+        """
         self.path = Path(path) if path else data_dir() / DB_NAME
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: transactions are explicit (see _tx), nothing is left open.
-        self.db = sqlite3.connect(self.path, isolation_level=None)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA foreign_keys = ON")
-        # WAL: a writer never blocks readers, and a killed process loses at most the open transaction.
-        self.db.execute("PRAGMA journal_mode = WAL")
-        self.db.execute("PRAGMA synchronous = NORMAL")
-        self.migrate()
-        self.purge_deleted()
+        self.saved = db is None  # False: changes live in memory only
+        if db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: transactions are explicit (see _tx), nothing is left open.
+            db = sqlite3.connect(self.path, isolation_level=None)
+        self.db = db
+        try:
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA foreign_keys = ON")
+            if self.saved:
+                # WAL: a writer never blocks readers, and a killed process loses at most the open transaction.
+                self.db.execute("PRAGMA journal_mode = WAL")
+                self.db.execute("PRAGMA synchronous = NORMAL")
+            self.migrate()
+            self.purge_deleted()  # also proves the file can be written
+        except BaseException:
+            self.db.close()  # a half-open database must not stay locked (or block moving it aside)
+            raise
 
     def close(self) -> None:
         self.db.close()
@@ -300,7 +313,12 @@ class _Transaction:
         return self.db
 
     def __exit__(self, exc_type, exc, tb):
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type is None:
+            self.db.execute("COMMIT")
+        elif self.db.in_transaction:
+            # SQLite may have rolled back already (it does on a full disk): a second ROLLBACK
+            # would raise "no transaction is active" and hide the real error.
+            self.db.execute("ROLLBACK")
         return False
 
 

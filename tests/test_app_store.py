@@ -180,7 +180,7 @@ def test_settings_round_trip_and_forgive_bad_files(tmp_path):
     assert loaded.seed == 7 and loaded.target.gpu_layers == -1 and loaded.draft.path == ""
     path.write_text("{not json")
     assert Settings.load(path) == Settings()
-    assert (tmp_path / "settings.json.bad").exists()
+    assert [p.read_text() for p in tmp_path.glob("settings.json.damaged-*")] == ["{not json"]
 
 
 def test_settings_map_to_the_engines_records():

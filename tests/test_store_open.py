@@ -203,12 +203,18 @@ def give_away(*paths: Path) -> None:
             os.chown(p, NOBODY, NOBODY)
 
 
-def test_a_read_only_file_is_shown_and_left_untouched(shared_dir):
+def users_history(shared_dir: Path, n: int) -> tuple[Path, Path]:
+    """A data folder holding a chat database, both the probe user's own."""
     folder = shared_dir / "home"
     folder.mkdir()
     db = folder / "chats.sqlite3"
-    make_history(db, n=3)
+    make_history(db, n=n)
     give_away(folder, db)
+    return folder, db
+
+
+def test_a_read_only_file_is_shown_and_left_untouched(shared_dir):
+    folder, db = users_history(shared_dir, 3)
     db.chmod(0o444)
     before = sha(db)
 
@@ -223,11 +229,7 @@ def test_a_read_only_file_is_shown_and_left_untouched(shared_dir):
 
 
 def test_a_read_only_folder_with_a_writable_file_is_shown_and_left_untouched(shared_dir):
-    folder = shared_dir / "home"
-    folder.mkdir()
-    db = folder / "chats.sqlite3"
-    make_history(db, n=2)
-    give_away(folder, db)
+    folder, db = users_history(shared_dir, 2)
     folder.chmod(0o555)
     before = sha(db)
 

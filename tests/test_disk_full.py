@@ -129,3 +129,28 @@ def test_the_window_shows_a_message_and_keeps_the_answer_when_the_disk_fills_mid
     free_space(window.store)  # space again: the next answer is saved (nothing was left half-open)
     again = ask(qtbot, window, "Say hello.")
     assert window.store.message(again.id).complete
+
+
+def test_a_full_disk_when_sending_keeps_the_text_in_the_input_box(qtbot, make_window):
+    from app.settings import ModelSettings, Settings
+
+    window = make_window(Settings(target=ModelSettings("/models/not-loaded.gguf")), wait=False)
+    conv = window.store.create_conversation("full")
+    window.open_conversation(conv.id)
+    fill_up(window.store)
+    n = 0
+    for size in (1000, 100, 10, 1):  # the last page of messages, byte for byte (no page may split)
+        while True:
+            try:
+                window.store.add_message(conv.id, "user", "x" * size + str(n))
+                n += 1
+            except sqlite3.OperationalError:
+                break
+    before = len(window.store.messages(conv.id))
+    window.composer.input.setPlainText("a question I do not want to type again " * 5)
+
+    assert window.send_message(window.composer.input.toPlainText()) is False
+
+    assert "a question I do not want to type again" in window.composer.input.toPlainText()
+    assert any("disk is full" in n.label.text() for n in window.chat_view.notices)
+    assert len(window.store.messages(conv.id)) == before and not window.busy

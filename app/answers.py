@@ -85,6 +85,8 @@ class AnswerRecorder:
         s.t_draft += event.t_draft
         s.t_verify += event.t_verify
         s.t_sample += event.t_sample
+        # Live, the round's tokens are priced as the engine prices them (its final figure replaces this).
+        s.plain_estimate_s += event.plain_step_s * (event.n_accepted + 1)
         self._dirty = True
 
     def live_stats(self) -> AnswerStats:

@@ -458,6 +458,8 @@ class MainWindow(QMainWindow):
         if self.active and self.active.message.conversation_id == conv.id:
             streaming_id, tokens = self.active.message.id, self.active.tokens
         self.chat_view.set_messages(self.messages, streaming_id, tokens)
+        if self.compare_job and (widget := self.chat_view.message_widget(self.compare_job[1])):
+            widget.set_comparison(None, running=True)  # still comparing it
         self._update_title()
         self.show_chat_if_ready()
         self.composer.input.setFocus()
@@ -764,9 +766,11 @@ class MainWindow(QMainWindow):
         _, message_id = self.compare_job
         self.compare_job = None
         self._set_busy(False)
-        answer = next((m for m in self.messages if m.id == message_id), None)
+        # By id, from the store when needed: the user may have switched conversations meanwhile,
+        # and the measured result is stored for when they come back.
+        answer = next((m for m in self.messages if m.id == message_id), None) or self.store.message(message_id)
         widget = self.chat_view.message_widget(message_id)
-        if answer is None:
+        if answer is None:  # deleted meanwhile
             return
         if done.finish_reason in (FinishReason.CANCELLED, FinishReason.ERROR):
             if widget:

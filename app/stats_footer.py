@@ -24,8 +24,9 @@ from app.flow_layout import FlowLayout
 from engine.metrics import AnswerStats
 
 ESTIMATE_TIP = (
-    "An estimate, not a measurement: plain decoding is modelled as one target step per token, at the step "
-    "time measured on this machine, divided by the time these tokens took.\n"
+    "An estimate, not a measurement: what plain decoding would have taken (one single-token step per token, "
+    "priced from each round's own measured verification time by this machine's step/batch cost ratio) "
+    "÷ the time the tokens took. Details shows the numbers.\n"
     "“Compare with plain decoding” measures the real ratio."
 )
 
@@ -294,10 +295,25 @@ class DetailsPanel(QFrame):
             f"({stats.prompt_tps:.0f} tok/s), the rest reused from the cache{dropped}"
         )
         self.settings.setText(settings_summary(params, stats))
-        self.estimate.setText(
-            f"{stats.n_tokens} tokens × {stats.target_step_s * 1000:.1f} ms (the target's measured single-token step) "
-            f"÷ {stats.gen_s:.2f} s generating = {stats.estimated_speedup:.2f}×. Compare with plain decoding to measure it."
+        self.estimate.setText(estimate_text(stats))
+
+
+def estimate_text(stats: AnswerStats) -> str:
+    """The arithmetic behind the footer's estimate, with the very numbers that produce it."""
+    if stats.plain_estimate_s > 0:
+        plain = (
+            f"Plain decoding ≈ {stats.plain_s:.3f} s (one single-token step per token, priced from each round's "
+            "own measured verification time by this machine's step/batch cost ratio)"
         )
+    else:  # an answer stored before rounds were priced: the calibrated step
+        plain = (
+            f"Plain decoding ≈ {stats.n_tokens} tokens × {stats.target_step_s * 1000:.1f} ms (the target's "
+            f"measured single-token step) = {stats.plain_s:.3f} s"
+        )
+    return (
+        f"{plain} ÷ {stats.gen_s:.3f} s generating = {stats.estimated_speedup:.2f}×. "
+        "An estimate: Compare with plain decoding measures it."
+    )
 
 
 def history_dropped_note(n: int) -> str:

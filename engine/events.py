@@ -37,6 +37,7 @@ class RoundEvent:
     t_draft: float
     t_verify: float
     t_sample: float
+    plain_step_s: float = 0.0  # one plain step priced from this round's verification (AnswerStats.plain_s)
 
 
 @dataclass(frozen=True)

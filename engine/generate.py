@@ -136,7 +136,7 @@ class Speculator:
                 stats.t_sample += t2 - t1
                 stats.record_round(draft.drafter, draft.k, len(draft), verdict.n_accepted)
                 yield RoundEvent(
-                    draft.drafter, draft.k, len(draft), verdict.n_accepted, draft.seconds, t1 - t0, t2 - t1
+                    draft.drafter, draft.k, len(draft), verdict.n_accepted, draft.seconds, t1 - t0, t2 - t1, plain_step
                 )
                 new = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
                 origin = [draft.source] * verdict.n_accepted + [TokenSource.TARGET]

@@ -46,19 +46,21 @@ class AnswerStats:
         return self.n_tokens / self.gen_s if self.gen_s > 0 else 0.0
 
     @property
-    def estimated_speedup(self) -> float:
-        """Plain decoding's estimated time for these tokens over the time they took.
+    def plain_s(self) -> float:
+        """What plain decoding would have taken for these tokens: the estimate's numerator.
 
-        An estimate. Each round's tokens are priced as single-token steps, scaled from that
-        round's own measured verification time by the machine's step/batch cost ratio, so
-        a machine that is busier now than at calibration does not inflate the figure. The
-        benchmark measures the real ratio by running plain decoding too.
+        Each round's tokens are priced as single-token steps, scaled from that round's own
+        measured verification time by the machine's step/batch cost ratio (plain_estimate_s,
+        summed by the engine), so a machine that is busier now than at calibration does not
+        inflate the figure. Answers stored before that existed fall back to n_tokens × the
+        calibrated single-token step.
         """
-        if self.gen_s <= 0:
-            return 0.0
-        if self.plain_estimate_s > 0:
-            return self.plain_estimate_s / self.gen_s
-        return self.n_tokens * self.target_step_s / self.gen_s
+        return self.plain_estimate_s if self.plain_estimate_s > 0 else self.n_tokens * self.target_step_s
+
+    @property
+    def estimated_speedup(self) -> float:
+        """plain_s ÷ gen_s: an estimate. The benchmark, and Compare in the app, measure the real ratio."""
+        return self.plain_s / self.gen_s if self.gen_s > 0 else 0.0
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -3,12 +3,15 @@
 Only drafts that pass llama.cpp's compatibility rules against the chosen target are offered
 (plus "none"); the ones left out are listed with the reason, and a draft file chosen from disk
 that does not fit is refused with the reason.
+
+Reading the library (a scan, and the vocabularies the draft check compares) runs on a pool
+thread: the dialog opens at once with the current choices and fills the lists when they arrive.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -32,13 +35,13 @@ from PySide6.QtWidgets import (
 
 from app import theme
 from app.downloads import download_button
+from app.hub_tasks import BackgroundTasks
 from app.rich_text import TextPane
 from app.settings import ModelSettings, Settings
 from engine import cpu_weights
-from engine.compat import check_compatible
 from engine.config import DrafterMode
 from engine.errors import EngineError
-from engine.gguf import read_header
+from engine.library import DraftChoices
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,8 @@ MODE_LABELS = {
     DrafterMode.OFF.value: "Off: plain decoding",
 }
 NONE_LABEL = "None (no draft model; prompt lookup still works)"
+READING = "reading the model library…"
+CLOSE_WAIT_MS = 3000
 
 
 def entry_label(entry) -> str:
@@ -57,21 +62,40 @@ def entry_label(entry) -> str:
     return f"{entry.name} · {entry.size_label} · {entry.quantization} · {size:.2f} GB"
 
 
-def hidden_reason(target, draft) -> str:
-    """Why the library did not offer draft for target, in a few words (cheap checks first)."""
-    if draft.n_params >= target.n_params:
-        return "not smaller than the target"
-    if draft.n_vocab and target.n_vocab and abs(draft.n_vocab - target.n_vocab) > 128:
-        return f"a different vocabulary ({draft.n_vocab:,} tokens, the target has {target.n_vocab:,})"
-    return incompatibility_reason(target.path, draft.path) or "a different vocabulary"
+@dataclass(frozen=True)
+class ModelChoices:
+    """What the Models tab lists, read on a pool thread (library scan and draft checks)."""
+
+    entries: list
+    target: object | None  # the chosen target's ModelEntry
+    drafts: DraftChoices | None
+    draft_problem: str | None  # why the current draft (not offered) cannot be used
+    target_problem: str | None  # why the requested target could not be added to the library
 
 
-def incompatibility_reason(target_path, draft_path) -> str | None:
-    try:
-        check_compatible(read_header(target_path), read_header(draft_path))
-    except EngineError as e:
-        return str(e)
-    return None
+def read_choices(library, target_path: str, draft_path: str) -> ModelChoices:
+    """On a pool thread (reads headers; touches no widget): the library's view for these choices."""
+    target_problem = None
+    entries = library.scan()
+    if target_path and not any(str(e.path) == target_path for e in entries):
+        try:
+            library.add_file(target_path)
+            entries = library.scan()
+        except EngineError as e:
+            target_problem = e.user_message()
+            log.info("target not added to the library: %s", e)
+    target = next((e for e in entries if str(e.path) == target_path), None)
+    drafts = library.draft_choices(target) if target is not None else None
+    draft_problem = None
+    if draft_path and target is not None and all(str(e.path) != draft_path for e in drafts.offered):
+        if not Path(draft_path).is_file():
+            draft_problem = "the file is missing"
+        else:
+            try:
+                draft_problem = library.draft_problem(target.path, draft_path) or "it is not smaller than the target"
+            except (OSError, EngineError) as e:
+                draft_problem = str(e)
+    return ModelChoices(entries, target, drafts, draft_problem, target_problem)
 
 
 class Note(TextPane):
@@ -92,6 +116,7 @@ class Note(TextPane):
 
 class SettingsDialog(QDialog):
     download_requested = Signal()
+    models_shown = Signal()  # the model lists were filled from the library (after each refresh)
 
     def __init__(self, settings: Settings, library=None, parent=None):
         super().__init__(parent)
@@ -99,6 +124,10 @@ class SettingsDialog(QDialog):
         self.library = library
         self.original = settings
         self.entries = []
+        self.tasks = BackgroundTasks(self, max_threads=1)
+        self._models_request = 0  # only the newest library read is shown
+        self.models_ready = False
+        self._before_add = (settings.target.path, settings.draft.path)
         layout = QVBoxLayout(self)
         self.tabs = QTabWidget()
         layout.addWidget(self.tabs)
@@ -307,8 +336,7 @@ class SettingsDialog(QDialog):
     # -- values -------------------------------------------------------------------------------
 
     def load(self, s: Settings) -> None:
-        self._fill_targets(s.target.path)
-        self._fill_drafts(s.draft.path)
+        self.refresh_models(s.target.path, s.draft.path)
         self.context.setValue(s.context_size)
         self.target_gpu.setValue(s.target.gpu_layers)
         self.target_threads.setValue(s.target.threads)
@@ -332,6 +360,19 @@ class SettingsDialog(QDialog):
     def restore_defaults(self) -> None:
         defaults = Settings()
         self._load_generation(defaults)
+
+    def done(self, result: int) -> None:
+        self._end_tasks()
+        super().done(result)
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name; a hidden dialog's close skips done()
+        self._end_tasks()
+        super().closeEvent(event)
+
+    def _end_tasks(self) -> None:
+        self._models_request += 1  # a library read still running is shown nowhere
+        if not self.tasks.wait(CLOSE_WAIT_MS):
+            log.warning("the model library was still being read when Settings closed")
 
     def result_settings(self) -> Settings:
         return replace(
@@ -357,23 +398,57 @@ class SettingsDialog(QDialog):
 
     # -- models -------------------------------------------------------------------------------
 
-    def _scan(self) -> list:
+    def refresh_models(self, target_path: str, draft_path: str, announce: bool = False) -> None:
+        """Read the library for these choices on a pool thread, then fill the lists.
+
+        Until then the lists hold the given choices, so OK keeps them. announce: the user added
+        the target just now, so a failure to add it is shown.
+        """
+        self._models_request += 1
+        request = self._models_request
+        self.models_ready = False
+        if not self.entries or self.target_combo.findData(target_path) < 0:
+            self._show_pending(self.target_combo, target_path, "")
+        self._show_pending(self.draft_combo, draft_path, NONE_LABEL)
         if self.library is None:
-            return []
-        try:
-            return self.library.scan()
-        except Exception:  # noqa: BLE001 - a broken library must not keep the dialog from opening
-            log.exception("library scan failed")
-            return []
+            self._show_models(ModelChoices([], None, None, None, None), target_path, draft_path, announce)
+            return
+        library = self.library
+
+        def shown(choices: ModelChoices) -> None:
+            if request == self._models_request:
+                self._show_models(choices, target_path, draft_path, announce)
+
+        def failed(message: str) -> None:
+            if request == self._models_request:
+                log.warning("reading the model library failed: %s", message)
+                self._show_models(ModelChoices([], None, None, None, None), target_path, draft_path, False)
+                self._say(self.target_note, "The model library could not be read. " + message)
+
+        self.tasks.start(lambda _report: read_choices(library, target_path, draft_path), shown, failed)
+
+    @staticmethod
+    def _show_pending(combo: QComboBox, path: str, empty_label: str) -> None:
+        combo.blockSignals(True)
+        combo.clear()
+        label = f"{Path(path).name} ({READING})" if path else (empty_label or READING.capitalize())
+        combo.addItem(label, path)
+        combo.setEnabled(False)
+        combo.blockSignals(False)
+
+    def _show_models(self, choices: ModelChoices, target_path: str, draft_path: str, announce: bool) -> None:
+        if announce and choices.target_problem:
+            # The file the user added is not usable: say why, and go back to the choices before it.
+            self._say(self.target_note, choices.target_problem)
+            self.refresh_models(*self._before_add)
+            return
+        self.entries = choices.entries
+        self._fill_targets(target_path)
+        self._fill_drafts(choices, draft_path)
+        self.models_ready = True
+        self.models_shown.emit()
 
     def _fill_targets(self, current: str) -> None:
-        self.entries = self._scan()
-        if current and not any(str(e.path) == current for e in self.entries) and self.library is not None:
-            try:
-                self.library.add_file(current)
-                self.entries = self._scan()
-            except EngineError as e:
-                log.info("current target not added to the library: %s", e)
         self.target_combo.blockSignals(True)
         self.target_combo.clear()
         for entry in self.entries:
@@ -384,27 +459,24 @@ class SettingsDialog(QDialog):
         if not self.entries and not current:
             self.target_combo.addItem("No models yet: add a GGUF file or download one", "")
         self.target_combo.setCurrentIndex(max(self.target_combo.findData(current), 0))
+        self.target_combo.setEnabled(True)
         self.target_combo.blockSignals(False)
 
     def target_entry(self):
         path = self.target_combo.currentData()
         return next((e for e in self.entries if str(e.path) == path), None)
 
-    def _fill_drafts(self, current: str) -> None:
-        target = self.target_entry()
-        drafts = []
-        if target is not None and self.library is not None:
-            try:
-                drafts = self.library.compatible_drafts(target)
-            except Exception:  # noqa: BLE001
-                log.exception("compatible_drafts failed")
+    def _fill_drafts(self, choices: ModelChoices, current: str) -> None:
+        target = choices.target if str(getattr(choices.target, "path", "")) == self.target_combo.currentData() else None
+        drafts = choices.drafts.offered if choices.drafts and target is not None else []
+        hidden = choices.drafts.hidden if choices.drafts and target is not None else []
         self.draft_combo.clear()
         self.draft_combo.addItem(NONE_LABEL, "")
         for entry in drafts:
             self.draft_combo.addItem(entry_label(entry), str(entry.path))
-        hidden = [e for e in self.entries if target is not None and e.path != target.path and e not in drafts]
+        self.draft_combo.setEnabled(True)
         if hidden:
-            reasons = [f"{e.name}: {hidden_reason(target, e)}" for e in hidden]
+            reasons = [f"{e.name}: {reason}" for e, reason in hidden]
             self.hidden_label.setText(
                 f"Not offered as drafts for this target ({len(hidden)}): " + "; ".join(reasons) + "."
             )
@@ -414,9 +486,9 @@ class SettingsDialog(QDialog):
         index = self.draft_combo.findData(current) if current else 0
         self.draft_combo.setCurrentIndex(max(index, 0))
         if current and index < 0 and target is not None:
-            reason = incompatibility_reason(target.path, current) if Path(current).is_file() else "the file is missing"
+            reason = choices.draft_problem or "it is not smaller than the target"
             self.hidden_label.setText(
-                f"The draft you had, {Path(current).name}, cannot be used with this target: {reason or 'it is not smaller than the target'}. "
+                f"The draft you had, {Path(current).name}, cannot be used with this target: {reason}. "
                 + self.hidden_label.text()
             )
             self.hidden_label.setVisible(True)
@@ -425,25 +497,20 @@ class SettingsDialog(QDialog):
         return [self.draft_combo.itemData(i) for i in range(1, self.draft_combo.count())]
 
     def _target_changed(self, _index: int) -> None:
-        self._fill_drafts(self.draft_combo.currentData() or "")
+        self.refresh_models(self.target_combo.currentData() or "", self.draft_combo.currentData() or "")
 
     def _add_target_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Add a GGUF model", "", "GGUF models (*.gguf);;All files (*)")
         if path:
             self.add_target(path)
 
-    def add_target(self, path: str) -> bool:
+    def add_target(self, path: str) -> None:
+        """Add a GGUF file to the library and choose it as the target (on a pool thread; a problem is shown)."""
         if self.library is None:
-            return False
-        try:
-            entry = self.library.add_file(path)
-        except EngineError as e:
-            self._say(self.target_note, e.user_message())
-            return False
+            return
         self._say(self.target_note, "")
-        self._fill_targets(str(entry.path))
-        self._fill_drafts("")
-        return True
+        self._before_add = (self.target_combo.currentData() or "", self.draft_combo.currentData() or "")
+        self.refresh_models(str(Path(path).expanduser().absolute()), "", announce=True)
 
     def _choose_draft_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Choose a draft model", "", "GGUF models (*.gguf);;All files (*)")
@@ -456,12 +523,19 @@ class SettingsDialog(QDialog):
         if not target:
             self._say(self.draft_note, "Choose the target model before its draft.")
             return False
+        if self.library is None:
+            return False
         try:
-            check_compatible(read_header(target), read_header(path))
-            if self.library is not None:
-                self.library.add_file(path)
+            problem = self.library.draft_problem(target, path)  # the target's vocabulary comes from the cache
+            if problem:
+                self._say(self.draft_note, f"{Path(path).name} cannot be used as a draft for this target: {problem}.")
+                return False
+            self.library.add_file(path)
         except EngineError as e:
             self._say(self.draft_note, e.user_message())
+            return False
+        except OSError as e:
+            self._say(self.draft_note, f"{Path(path).name} cannot be read: {e.strerror or e}")
             return False
         self._say(self.draft_note, "")
         if self.draft_combo.findData(path) < 0:

@@ -15,6 +15,7 @@ import os
 import platform
 import re
 import subprocess
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -88,6 +89,14 @@ def split_part_names(first: Path) -> list[Path]:
 
 
 @dataclass(frozen=True)
+class DraftChoices:
+    """Every other model judged as a draft for one target."""
+
+    offered: list[ModelEntry]  # compatible, best first
+    hidden: list[tuple[ModelEntry, str]]  # the rest, each with the reason in a few words
+
+
+@dataclass(frozen=True)
 class _Summary:
     """What the library keeps of one file's header (the token list itself is not kept)."""
 
@@ -151,7 +160,8 @@ def hf_cache_default_dir() -> Path:
 
 
 class ModelLibrary:
-    """All local models. Not thread-safe: use it from one thread (the GUI's, or a worker's)."""
+    """All local models. Its methods take a lock, so a background thread may scan and judge drafts
+    (reading headers, which takes a while) while the GUI thread uses the results."""
 
     def __init__(
         self,
@@ -168,6 +178,7 @@ class ModelLibrary:
         self.scan_external = scan_external
         self.hf_cache_dir = Path(hf_cache_dir) if hf_cache_dir else None
         self.lmstudio_dirs = [Path(d) for d in lmstudio_dirs] if lmstudio_dirs is not None else None
+        self._lock = threading.RLock()
         self.problems: list[tuple[Path, str]] = []
         self.entries: list[ModelEntry] = []
         self._added: list[Path] = self._load_added()
@@ -179,6 +190,10 @@ class ModelLibrary:
 
     def scan(self) -> list[ModelEntry]:
         """Find and describe every model; files that are not usable GGUF go to .problems."""
+        with self._lock:
+            return self._scan()
+
+    def _scan(self) -> list[ModelEntry]:
         self.problems = []
         entries: list[ModelEntry] = []
         seen: set[str] = set()
@@ -273,6 +288,10 @@ class ModelLibrary:
 
     def add_file(self, path) -> ModelEntry:
         """Validate a GGUF file from anywhere and remember it; raises ModelFileError if unusable."""
+        with self._lock:
+            return self._add_file(path)
+
+    def _add_file(self, path) -> ModelEntry:
         path = Path(path).expanduser().absolute()
         source = "app" if _is_inside(path, self.models_dir) else "added"
         entry = self._entry(path, source)
@@ -289,6 +308,10 @@ class ModelLibrary:
 
     def remove(self, entry: ModelEntry) -> None:
         """Delete a model from the app's folder, or forget an added file; other folders are left alone."""
+        with self._lock:
+            self._remove(entry)
+
+    def _remove(self, entry: ModelEntry) -> None:
         if entry.source == "added":
             self._added = [p for p in self._added if p != entry.path]
             self._save_added()
@@ -310,25 +333,53 @@ class ModelLibrary:
         to 1/30). May read a few headers the first time (about 0.2 s each for 150k-token
         vocabularies); the verdicts are cached.
         """
-        entries = self.entries or self.scan()
-        n_verdicts = len(self._verdicts)
-        drafts = [e for e in entries if e.path != target.path and self._compatible(target, e)]
-        if len(self._verdicts) != n_verdicts:
-            self._save_cache()
-        return sorted(drafts, key=lambda d: _draft_rank(target, d))
+        return self.draft_choices(target).offered
 
-    def _compatible(self, target: ModelEntry, draft: ModelEntry) -> bool:
-        # Cheap rejections first: a draft is smaller, and the vocabulary sizes must be close.
-        if draft.n_params >= target.n_params or abs(draft.n_vocab - target.n_vocab) > MAX_VOCAB_SIZE_DIFFERENCE:
-            return False
+    def draft_choices(self, target: ModelEntry) -> DraftChoices:
+        """compatible_drafts, plus every other model with the reason it is not offered.
+
+        Vocabularies are read through the caches (each file's once; verdicts kept on disk), so
+        the target's header is not read again per candidate.
+        """
+        with self._lock:
+            entries = self.entries or self._scan()
+            n_verdicts = len(self._verdicts)
+            offered, hidden = [], []
+            for entry in entries:
+                if entry.path == target.path:
+                    continue
+                reason = self._draft_reason(target, entry)
+                if reason:
+                    hidden.append((entry, reason))
+                else:
+                    offered.append(entry)
+            if len(self._verdicts) != n_verdicts:
+                self._save_cache()
+        return DraftChoices(sorted(offered, key=lambda d: _draft_rank(target, d)), hidden)
+
+    def draft_problem(self, target_path, draft_path) -> str | None:
+        """Why the file draft_path cannot draft for target_path (llama.cpp's vocabulary rules), or
+        None. Through the same caches; raises ModelFileError or OSError for an unreadable file."""
+        with self._lock:
+            return self._verdict(Path(target_path), Path(draft_path)) or None
+
+    def _draft_reason(self, target: ModelEntry, draft: ModelEntry) -> str:
+        """Why draft cannot draft for target, or "" when it can. Cheap rejections first."""
+        if draft.n_params >= target.n_params:
+            return "not smaller than the target"
+        if abs(draft.n_vocab - target.n_vocab) > MAX_VOCAB_SIZE_DIFFERENCE:
+            return f"a different vocabulary ({draft.n_vocab:,} tokens, the target has {target.n_vocab:,})"
         try:
-            t_key, d_key = _stat_key(target.path), _stat_key(draft.path)
-            verdict_key = f"{_cache_key(t_key)}||{_cache_key(d_key)}"
-            if verdict_key not in self._verdicts:
-                self._verdicts[verdict_key] = incompatibility(_vocab(*t_key), _vocab(*d_key)) or ""
+            return self._verdict(target.path, draft.path)
         except (OSError, ModelFileError):
-            return False  # changed or gone since the scan: not offered; the next scan reports it
-        return self._verdicts[verdict_key] == ""
+            return "cannot be read now"  # changed or gone since the scan; the next scan reports it
+
+    def _verdict(self, target: Path, draft: Path) -> str:
+        t_key, d_key = _stat_key(target), _stat_key(draft)
+        verdict_key = f"{_cache_key(t_key)}||{_cache_key(d_key)}"
+        if verdict_key not in self._verdicts:
+            self._verdicts[verdict_key] = incompatibility(_vocab(*t_key), _vocab(*d_key)) or ""
+        return self._verdicts[verdict_key]
 
     def reveal_in_file_manager(self, entry: ModelEntry) -> None:
         try:

@@ -1,11 +1,13 @@
 """Model pickers and settings: only compatible drafts are offered, and settings survive a restart."""
 # ruff: noqa: F811  (pytest fixtures imported from tests.app_helpers)
 
+import threading
 from pathlib import Path
 
 import pytest
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QPlainTextEdit, QPushButton, QSpinBox
 
+import engine.library
 from app.settings import ModelSettings, Settings
 from app.settings_dialog import NONE_LABEL, SettingsDialog
 from engine.library import ModelLibrary
@@ -26,11 +28,18 @@ def linked(library, path) -> str:
     return str(library.models_dir / Path(path).name)
 
 
+def open_settings(qtbot, settings, library) -> SettingsDialog:
+    """The dialog, once its model lists arrived from the pool thread that reads the library."""
+    dialog = SettingsDialog(settings, library)
+    qtbot.addWidget(dialog)
+    qtbot.waitUntil(lambda: dialog.models_ready, timeout=30_000)
+    return dialog
+
+
 def test_only_compatible_drafts_are_offered_and_the_rest_say_why(qtbot, library, qwen_paths, smollm2_path):
     target, draft = (linked(library, p) for p in qwen_paths)
     smol = linked(library, smollm2_path)
-    dialog = SettingsDialog(Settings(target=ModelSettings(target)), library)
-    qtbot.addWidget(dialog)
+    dialog = open_settings(qtbot, Settings(target=ModelSettings(target)), library)
     assert dialog.target_combo.currentData() == target
     assert dialog.draft_combo.itemText(0) == NONE_LABEL
     assert dialog.offered_drafts() == [draft]
@@ -39,10 +48,35 @@ def test_only_compatible_drafts_are_offered_and_the_rest_say_why(qtbot, library,
     assert "Smollm2" in hidden and "vocabulary" in hidden
 
 
-def test_an_incompatible_draft_file_is_refused_with_the_reason(qtbot, library, qwen_paths, smollm2_path):
-    target = linked(library, qwen_paths[0])
+def test_the_library_is_read_off_the_gui_thread_and_the_target_header_once(qtbot, library, qwen_paths, monkeypatch):
+    reads = []  # (file name, read on the GUI thread?)
+    real = engine.library.read_header
+
+    def recording(path):
+        reads.append((Path(path).name, threading.current_thread() is threading.main_thread()))
+        return real(path)
+
+    monkeypatch.setattr(engine.library, "read_header", recording)
+    engine.library._vocab.cache_clear()
+    target, draft = (linked(library, p) for p in qwen_paths)
     dialog = SettingsDialog(Settings(target=ModelSettings(target)), library)
     qtbot.addWidget(dialog)
+    assert not dialog.models_ready and dialog.result_settings().target.path == target  # open at once, choice kept
+    qtbot.waitUntil(lambda: dialog.models_ready, timeout=30_000)
+    assert dialog.offered_drafts() == [draft]
+    for choice in (draft, target):  # change the target, and back
+        dialog.target_combo.setCurrentIndex(dialog.target_combo.findData(choice))
+        qtbot.waitUntil(lambda: dialog.models_ready, timeout=30_000)
+    assert dialog.offered_drafts() == [draft]
+
+    assert reads and [name for name, on_gui in reads if on_gui] == []
+    # Once for the library's summary, once for the vocabulary the draft check compares: not per candidate.
+    assert [name for name, _ in reads].count(Path(target).name) == 2
+
+
+def test_an_incompatible_draft_file_is_refused_with_the_reason(qtbot, library, qwen_paths, smollm2_path):
+    target = linked(library, qwen_paths[0])
+    dialog = open_settings(qtbot, Settings(target=ModelSettings(target)), library)
     assert not dialog.use_draft_file(smollm2_path)
     assert dialog.draft_note.isVisibleTo(dialog)
     assert "cannot be used" in dialog.draft_note.text() and "token" in dialog.draft_note.text()
@@ -53,8 +87,7 @@ def test_an_incompatible_draft_file_is_refused_with_the_reason(qtbot, library, q
 
 def test_a_stale_incompatible_draft_in_the_settings_is_explained(qtbot, library, qwen_paths, smollm2_path):
     target = linked(library, qwen_paths[0])
-    dialog = SettingsDialog(Settings(target=ModelSettings(target), draft=ModelSettings(smollm2_path)), library)
-    qtbot.addWidget(dialog)
+    dialog = open_settings(qtbot, Settings(target=ModelSettings(target), draft=ModelSettings(smollm2_path)), library)
     assert dialog.draft_combo.currentData() == ""  # falls back to none
     assert "cannot be used with this target" in dialog.hidden_label.text()
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ log = logging.getLogger(__name__)
 
 # How long closing waits for the engine thread once everything on it was told to stop. Cancelled
 # work ends within a tensor, a chunk or a decode step (well under a second); this bounds the rest.
-SHUTDOWN_WAIT_S = float(os.environ.get("SPECULA_SHUTDOWN_WAIT_S", "5"))
+SHUTDOWN_WAIT_S = 5.0
 
 # Every engine thread ever started, so tests (and shutdown) can check none is left running.
 _threads: weakref.WeakSet[QThread] = weakref.WeakSet()

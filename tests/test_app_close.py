@@ -126,3 +126,29 @@ def test_closing_the_window_pauses_a_stalled_download_and_keeps_it_resumable(
         assert not (part.parent / SMOL).exists()
     finally:
         gate.set()
+
+
+def test_a_close_that_cannot_interrupt_native_work_gives_up_waiting_and_says_so(qtbot, smollm2_path, caplog):
+    from app.worker import EngineHost
+    from engine.config import ModelSpec
+
+    host = EngineHost()
+    stuck_inside = threading.Event()
+    release = threading.Event()
+
+    def ignore_the_cancel(stage: str, _fraction: float) -> None:
+        # Stands for a native call that does not look at its cancel flag for a while.
+        if not stuck_inside.is_set():
+            stuck_inside.set()
+            release.wait(HOLD_S)
+
+    host.worker.load_progress.connect(ignore_the_cancel, DIRECT)
+    host.load(ModelSpec(smollm2_path, n_ctx=512), None)
+    qtbot.waitUntil(stuck_inside.is_set, timeout=LOAD_TIMEOUT_MS)
+    try:
+        assert host.shutdown(wait_s=0.2) is False and host.stuck  # bounded: it returns, and says why
+        assert "did not stop within" in caplog.text
+    finally:
+        release.set()  # the work ends by itself and, cancelled, frees what it loaded
+        assert host.thread.wait(HOLD_S * 1000)
+    assert host.worker.engine is None

@@ -32,6 +32,7 @@ from app.chat_view import ChatView
 from app.composer import Composer
 from app.downloads import MISSING_TIP, close_downloaders, downloader_available, open_downloader, open_library
 from app.export import to_json, to_markdown
+from app.hub_tasks import BackgroundTasks
 from app.load_guard import LoadGuard
 from app.settings import Settings
 from app.settings_dialog import SettingsDialog
@@ -78,6 +79,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Specula")
         self.setWindowIcon(theme.icon())
         self.host = EngineHost(self)
+        self.background = BackgroundTasks(self, max_threads=1)  # library reads, off the GUI thread
         self._connect_worker()
         self._build()
         self._build_menus()
@@ -349,16 +351,25 @@ class MainWindow(QMainWindow):
         return True
 
     def use_model(self, entry) -> None:
-        """Chat with a library entry as the target, with its best compatible draft (if any)."""
-        drafts = []
-        try:
-            drafts = self.library.compatible_drafts(entry)
-        except Exception:  # noqa: BLE001
-            log.exception("compatible_drafts failed")
-        self.settings.target.path = str(entry.path)
-        self.settings.draft.path = str(drafts[0].path) if drafts else ""
-        self.save_settings()
-        self.load_models()
+        """Chat with a library entry as the target, with its best compatible draft (if any).
+
+        Finding the draft reads vocabularies (a while for 150k-token ones): on a pool thread.
+        """
+        library = self.library
+
+        def chosen(drafts: list) -> None:
+            if getattr(self, "_shut", False):
+                return
+            self.settings.target.path = str(entry.path)
+            self.settings.draft.path = str(drafts[0].path) if drafts else ""
+            self.save_settings()
+            self.load_models()
+
+        def failed(message: str) -> None:
+            log.warning("no draft chosen: %s", message)
+            chosen([])
+
+        self.background.start(lambda _report: library.compatible_drafts(entry), chosen, failed)
 
     def _add_model_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Add a GGUF model", "", "GGUF models (*.gguf);;All files (*)")
@@ -818,6 +829,7 @@ class MainWindow(QMainWindow):
         self._tick.stop()
         close_downloaders(self)  # a running download pauses; its partial file is kept to resume
         self.host.shutdown()  # bounded: cancels the answer, a load or the starter assembly
+        self.background.wait(3000)  # a library read ends by itself; its result goes nowhere
         if self.active is not None:
             self.active.cancel()
             self.active = None

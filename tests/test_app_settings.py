@@ -134,3 +134,28 @@ def test_settings_survive_a_restart(qtbot, make_window, smollm2_path, isolated_h
     assert again.settings.max_tokens == 333 and again.settings.min_p == 0.1 and again.settings.top_p == 0.8
     assert again.settings.target.path == smollm2_path and again.settings.target.threads == 1
     assert (isolated_home / "settings.json").is_file()
+
+
+def test_choosing_a_model_from_the_library_reads_no_header_on_the_gui_thread(
+    qtbot, make_window, smollm2_path, qwen_paths, monkeypatch
+):
+    window = make_window(smol_settings(smollm2_path))
+    folder = window.library.models_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in qwen_paths:
+        (folder / Path(path).name).symlink_to(path)
+    entries = {e.path.name: e for e in window.library.scan()}
+    target, draft = (entries[Path(p).name] for p in qwen_paths)
+    on_gui = []
+    real = engine.library.read_header
+    monkeypatch.setattr(
+        engine.library,
+        "read_header",
+        lambda path: (on_gui.append(threading.current_thread() is threading.main_thread()), real(path))[1],
+    )
+    engine.library._vocab.cache_clear()
+
+    window.use_model(target)  # as a double-click in the model library does
+    qtbot.waitUntil(lambda: window.settings.target.path == str(target.path), timeout=30_000)
+    assert window.settings.draft.path == str(draft.path)  # the compatible draft was found...
+    assert on_gui and not any(on_gui)  # ...from vocabularies read on a pool thread

@@ -226,7 +226,7 @@ def test_first_start_without_models_shows_the_welcome_panel(qtbot, make_window, 
 
     calls = []
 
-    def fake_assemble(dest_dir=None, progress=None):
+    def fake_assemble(dest_dir=None, progress=None, cancel=None):
         calls.append(1)
         for done in (0, 50, 100):
             progress(done, 100)

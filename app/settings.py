@@ -27,7 +27,7 @@ FILE_NAME = "settings.json"
 _SAMPLING = SamplingParams()
 
 
-# The ranges a number may take, as the Settings dialog offers them (inclusive).
+# The ranges a number may take (inclusive): the Settings dialog offers these, and load() clamps to them.
 RANGES: dict[str, tuple[float, float]] = {
     "gpu_layers": (-1, 999),
     "threads": (0, 256),

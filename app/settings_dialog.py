@@ -37,7 +37,7 @@ from app import theme
 from app.downloads import download_button
 from app.hub_tasks import BackgroundTasks
 from app.rich_text import TextPane
-from app.settings import ModelSettings, Settings
+from app.settings import RANGES, ModelSettings, Settings
 from engine import cpu_weights
 from engine.config import DrafterMode
 from engine.errors import EngineError
@@ -195,7 +195,7 @@ class SettingsDialog(QDialog):
         form.addRow("", self.download_button)
 
         self.context = QSpinBox()
-        self.context.setRange(512, 262_144)
+        self.context.setRange(*RANGES["context_size"])
         self.context.setSingleStep(512)
         self.context.setSuffix(" tokens")
         self.context.setToolTip(
@@ -240,14 +240,14 @@ class SettingsDialog(QDialog):
 
     def _placement_controls(self, which: str) -> tuple[QSpinBox, QSpinBox]:
         gpu = QSpinBox()
-        gpu.setRange(-1, 999)
+        gpu.setRange(*RANGES["gpu_layers"])
         gpu.setSpecialValueText("all")
         gpu.setToolTip(
             f"How many of the {which} model's layers to put on the GPU (CUDA, Metal). "
             "0 runs on the CPU; “all” offloads every layer. Needs a GPU build of llama-cpp-python."
         )
         threads = QSpinBox()
-        threads.setRange(0, 256)
+        threads.setRange(*RANGES["threads"])
         threads.setSpecialValueText("automatic")
         threads.setToolTip(
             f"CPU threads for the {which} model. Automatic uses the physical cores; more threads than cores slows it down."
@@ -258,7 +258,7 @@ class SettingsDialog(QDialog):
         page = QWidget()
         form = QFormLayout(page)
         self.temperature = QDoubleSpinBox()
-        self.temperature.setRange(0.0, 2.0)
+        self.temperature.setRange(*RANGES["temperature"])
         self.temperature.setSingleStep(0.05)
         self.temperature.setDecimals(2)
         self.temperature.setToolTip(
@@ -267,28 +267,28 @@ class SettingsDialog(QDialog):
         )
         form.addRow("Temperature", self.temperature)
         self.top_p = QDoubleSpinBox()
-        self.top_p.setRange(0.0, 1.0)
+        self.top_p.setRange(*RANGES["top_p"])
         self.top_p.setSingleStep(0.01)
         self.top_p.setToolTip(
             "Nucleus sampling: keep the most likely tokens that together have this probability. 1 disables it."
         )
         form.addRow("Top-p", self.top_p)
         self.top_k = QSpinBox()
-        self.top_k.setRange(0, 1000)
+        self.top_k.setRange(*RANGES["top_k"])
         self.top_k.setSpecialValueText("off")
         self.top_k.setToolTip("Keep only the k most likely tokens at each step. Off keeps all.")
         form.addRow("Top-k", self.top_k)
         self.min_p = QDoubleSpinBox()
-        self.min_p.setRange(0.0, 1.0)
+        self.min_p.setRange(*RANGES["min_p"])
         self.min_p.setSingleStep(0.01)
         self.min_p.setToolTip("Drop tokens less likely than this fraction of the most likely one. 0 disables it.")
         form.addRow("Min-p", self.min_p)
         self.max_tokens = QSpinBox()
-        self.max_tokens.setRange(1, 131_072)
+        self.max_tokens.setRange(*RANGES["max_tokens"])
         self.max_tokens.setToolTip("The longest answer, in tokens. An answer that reaches it stops and says so.")
         form.addRow("Max tokens", self.max_tokens)
         self.seed = QSpinBox()
-        self.seed.setRange(-1, 2**31 - 1)
+        self.seed.setRange(*RANGES["seed"])
         self.seed.setSpecialValueText("random")
         self.seed.setToolTip(
             "The random seed for sampling. Random picks a new one per answer (each answer records its seed, "
@@ -316,7 +316,7 @@ class SettingsDialog(QDialog):
         )
         form.addRow("Drafter", self.mode)
         self.draft_length = QSpinBox()
-        self.draft_length.setRange(0, 16)
+        self.draft_length.setRange(*RANGES["draft_length"])
         self.draft_length.setSpecialValueText("auto (adaptive)")
         self.draft_length.setToolTip(
             "How many tokens to draft per round. Auto adapts it to how often drafts are accepted; a fixed length "

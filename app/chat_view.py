@@ -166,7 +166,9 @@ class MessageWidget(QFrame):
             draft = m.params.get("draft")
             self.meta_label.setText(f"with {html.escape(draft)}" if draft else "")
         if m.error:
-            self.error_label.setText(error_html(m.error))
+            # The engine's advice names no front end's controls; here the context is a setting.
+            where = "\nThe context size is in Settings (Ctrl+,) → Models." if m.finish_reason == "context" else ""
+            self.error_label.setText(error_html(m.error + where))
         self.error_label.setVisible(bool(m.error))
         if self.footer:
             self.footer.set_params(m.params)

@@ -118,9 +118,6 @@ def _layer_of(name: str, n_layers: int) -> int:
     return int(m.group(1)) if m else n_layers  # output.weight belongs to the output layer
 
 
-# -- what this llama.cpp build offers, asked through ggml's backend registry -------------------
-
-
 def apply(placement: WeightPlacement, mparams) -> object:
     """Set placement on llama_model_params; returns what must stay alive until the load ends."""
     mparams.use_extra_bufts = placement.use_extra_buffers
@@ -138,6 +135,9 @@ def apply(placement: WeightPlacement, mparams) -> object:
 
 class llama_model_tensor_buft_override(ctypes.Structure):  # noqa: N801 - llama.h's name
     _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
+
+
+# -- what this llama.cpp build offers, asked through ggml's backend registry -------------------
 
 
 @functools.cache
@@ -182,6 +182,9 @@ def _ggml(name: str, restype, argtypes):
 
 @functools.cache
 def _ggml_libraries() -> list[ctypes.CDLL]:
-    folder = os.path.dirname(llama_cpp.llama_cpp._lib._name)
+    loaded = getattr(getattr(llama_cpp.llama_cpp, "_lib", None), "_name", None)  # llama-cpp-python's libllama
+    if not loaded:
+        return []
+    folder = os.path.dirname(loaded)
     names = [p for p in glob.glob(os.path.join(folder, "*ggml*")) if re.search(r"ggml(-base)?\.(so|dylib|dll)$", p)]
     return [ctypes.CDLL(p) for p in sorted(names)]

@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+AMX_NOTE = {"avoided": " (AMX off: llama.cpp #20824)", "on": " (AMX on)"}
+
+
 def amx_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-amx",
@@ -145,7 +148,7 @@ def load_engine(args):
     info = engine.info
     print(
         f"backend {info.backend}, {info.target_gpu_layers}/{info.target_layers} layers on GPU, "
-        f"{info.n_threads} threads, context {info.n_ctx}; target step "
+        f"{info.n_threads} threads{AMX_NOTE.get(info.amx, '')}, context {info.n_ctx}; target step "
         f"{engine.speculator.costs.step_s * 1000:.1f} ms",
         file=sys.stderr,
     )
@@ -199,9 +202,12 @@ def cmd_chat(engine, args) -> int:
             print("\n[stopped]")
             messages.pop()
             continue
-        messages.append(ChatMessage("assistant", done.text))
         for line in outcome_lines(done, engine.info.n_ctx, chat=True):
             print(f"\n{line}")
+        if done.finish_reason == FinishReason.CONTEXT and not done.text:
+            messages.pop()  # not answered: it does not stay in the conversation to overflow the next turn
+            continue
+        messages.append(ChatMessage("assistant", done.text))
         print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
 
 

@@ -91,3 +91,13 @@ def test_the_app_shows_dropped_history_under_the_answer_not_only_in_details(qtbo
     assert not footer.state_label.isVisible()
     footer.set_stats(AnswerStats(), "context")
     assert "Settings → Context size" in footer.state_label.text()
+
+
+def test_the_terminal_chat_says_why_an_overlong_message_got_no_answer_and_goes_on(smollm2_path):
+    args = ("chat", "--model", smollm2_path, "--draft", "none", "--ctx", "512", "--max-tokens", "8")
+    done = cli(*args, "--temperature", "0", stdin=LONG_PROMPT.replace("\n", " ") + "\nSay hi.\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "[context] The message is" in done.stdout and "--ctx" in done.stdout
+    assert "0 tokens" not in done.stderr  # no empty summary under the reason
+    # The unanswered message left the conversation: the next one is answered, not refused again.
+    assert done.stdout.count("[context]") == 2 and "tok/s" in done.stderr

@@ -84,10 +84,16 @@ def read_choices(library, target_path: str, draft_path: str) -> ModelChoices:
         except EngineError as e:
             target_problem = e.user_message()
             log.info("target not added to the library: %s", e)
+    draft_problem = None
+    if draft_path and Path(draft_path).is_file() and not any(str(e.path) == draft_path for e in entries):
+        try:  # a draft chosen outside the library (settings.json, an earlier version): list it, as the target
+            library.add_file(draft_path)
+            entries = library.scan()
+        except EngineError as e:
+            draft_problem = e.user_message()
     target = next((e for e in entries if str(e.path) == target_path), None)
     drafts = library.draft_choices(target) if target is not None else None
-    draft_problem = None
-    if draft_path and target is not None and all(str(e.path) != draft_path for e in drafts.offered):
+    if draft_path and target is not None and not draft_problem and all(str(e.path) != draft_path for e in drafts.offered):
         if not Path(draft_path).is_file():
             draft_problem = "the file is missing"
         else:

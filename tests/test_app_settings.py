@@ -159,3 +159,16 @@ def test_choosing_a_model_from_the_library_reads_no_header_on_the_gui_thread(
     qtbot.waitUntil(lambda: window.settings.target.path == str(target.path), timeout=30_000)
     assert window.settings.draft.path == str(draft.path)  # the compatible draft was found...
     assert on_gui and not any(on_gui)  # ...from vocabularies read on a pool thread
+
+
+def test_a_compatible_draft_chosen_outside_the_library_is_kept(qtbot, tmp_path, qwen_paths):
+    folder = tmp_path / "only-the-target"
+    folder.mkdir()
+    target = folder / Path(qwen_paths[0]).name
+    target.symlink_to(qwen_paths[0])
+    library = ModelLibrary(models_dir=folder, state_file=tmp_path / "library.json", scan_external=False)
+    outside = qwen_paths[1]  # as settings.json may name it: a compatible draft the library has not seen
+    dialog = open_settings(qtbot, Settings(target=ModelSettings(str(target)), draft=ModelSettings(outside)), library)
+    assert dialog.draft_combo.currentData() == outside
+    assert "cannot be used" not in dialog.hidden_label.text()
+    assert dialog.result_settings().draft.path == outside

@@ -7,6 +7,7 @@ request's cancel flag directly.
 
 from __future__ import annotations
 
+import html
 import logging
 import random
 from pathlib import Path
@@ -802,9 +803,14 @@ class MainWindow(QMainWindow):
             self,
             "About Specula",
             "<h3>Specula</h3><p>Private, offline chat with local language models, made fast by "
-            "speculative decoding.</p><p>Chats are kept in "
-            f"<code>{self.store.path}</code>.</p>",
+            f"speculative decoding.</p><p>{self._where_chats_are()}</p>",
         )
+
+    def _where_chats_are(self) -> str:
+        path = html.escape(str(self.store.path))
+        if self.store.saved:
+            return f"Chats are kept in <code>{path}</code>."
+        return f"Chats are kept in memory only this session: <code>{path}</code> could not be written."
 
     def _restore_geometry(self) -> None:
         if self.settings.window_geometry:

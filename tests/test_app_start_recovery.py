@@ -85,3 +85,19 @@ def test_out_of_range_settings_are_named_in_the_start_notice(qtbot, isolated_hom
         assert window.settings.target.path == "/models/gone.gguf"  # the choice itself is kept
     finally:
         close(window)
+
+
+def test_about_says_where_chats_are_kept_and_when_they_are_not(qtbot, isolated_home, monkeypatch):
+    from app.main_window import MainWindow
+    from app.settings import Settings
+    from app.store import Store
+
+    window = MainWindow(Store(), Settings())  # no model: nothing is loaded
+    qtbot.addWidget(window)
+    try:
+        where = window._where_chats_are()
+        assert "Chats are kept in" in where and str(window.store.path) in where and "memory" not in where
+        monkeypatch.setattr(window.store, "saved", False)  # as when the file could not be written
+        assert "in memory only" in window._where_chats_are() and "could not be written" in window._where_chats_are()
+    finally:
+        close(window)

@@ -14,10 +14,10 @@ import json
 import logging
 import math
 import os
-import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from app.set_aside import move_aside
 from engine.config import DrafterMode, ModelSpec, SamplingParams, SpecParams
 from engine.paths import data_dir
 
@@ -158,8 +158,7 @@ def _unreadable(cls, path: Path | None, error: Exception) -> Settings:
         settings.load_notices = [f"Specula cannot find its data folder ({error}); the settings are the defaults."]
         return settings
     try:
-        aside = _free_name(path, f".damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-        os.rename(path, aside)
+        aside = move_aside(path)
         kept = f"The file was kept as {aside.name}."
     except OSError as e:
         kept = f"It could not be moved aside ({e.strerror or e}) and was left as it is."
@@ -169,14 +168,6 @@ def _unreadable(cls, path: Path | None, error: Exception) -> Settings:
         "(or copy your values over from the kept file)."
     ]
     return settings
-
-
-def _free_name(path: Path, suffix: str) -> Path:
-    for n in range(1000):
-        candidate = path.with_name(path.name + suffix + (f"-{n}" if n else ""))
-        if not os.path.lexists(candidate):
-            return candidate
-    raise FileExistsError(f"no free name beside {path}")
 
 
 def _from_dict(cls, data: dict, problems: list[str], prefix: str = ""):

@@ -14,13 +14,12 @@ Each case comes with a notice for the user saying what happened and where the fi
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from app import set_aside
 from app.store import DB_NAME, Store, StoreError
 from engine.paths import data_dir
 
@@ -134,22 +133,9 @@ def _replace_damaged(path: Path, failure: BaseException) -> OpenedStore:
 
 
 def move_aside(path: Path) -> Path:
-    """Rename path (and its SQLite companions) to a free '<name>.damaged-<time>'; never overwrites."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for n in range(1000):
-        aside = path.with_name(f"{path.name}.damaged-{stamp}" + (f"-{n}" if n else ""))
-        names = [aside] + [aside.with_name(aside.name + c) for c in COMPANIONS]
-        if not any(os.path.lexists(p) for p in names):
-            break
-    else:
-        raise FileExistsError(f"no free name beside {path}")
-    os.rename(path, aside)
-    for suffix in COMPANIONS:
-        companion = path.with_name(path.name + suffix)
-        if companion.exists():
-            # The -wal holds committed chats not yet in the main file: it travels with it.
-            os.rename(companion, aside.with_name(aside.name + suffix))
-    return aside
+    """Rename path to a free '<name>.damaged-<time>'; its -wal (committed chats not yet in the
+    main file) and -shm travel with it."""
+    return set_aside.move_aside(path, COMPANIONS)
 
 
 def _read_only(path: Path, failure: BaseException) -> OpenedStore:

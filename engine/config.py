@@ -84,6 +84,7 @@ class ModelSpec:
 class ChatMessage:
     role: str  # "system" | "user" | "assistant"
     content: str
+    reasoning: str = ""  # an assistant's thinking before its answer (sent back only if the template keeps it)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from engine.events import DoneEvent, Event, FinishReason
 from engine.generate import Speculator
 from engine.gguf import read_header
 from engine.metrics import AnswerStats
+from engine.prompt_tokens import PromptTokenizer
 from engine.runner import Cancelled, ModelRunner
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,11 @@ class Engine:
             self.close()
             raise
         self.formatter = ChatFormatter(self.target.info)
+        self.prompt_tokenizer = PromptTokenizer(self.target.vocab, self.target.n_vocab)
+
+    def set_chat_template(self, override: str | None) -> None:
+        """Format conversations with a llama.cpp preset name or a Jinja text; None: the model's own way."""
+        self.formatter = ChatFormatter(self.target.info, override)
 
     @property
     def info(self) -> EngineInfo:
@@ -145,6 +151,8 @@ class Engine:
         sampling = sampling or SamplingParams()
         spec = spec or SpecParams()
         stats = AnswerStats()
+        if self.formatter.stop_strings:
+            sampling = sampling.with_(stop=tuple(sampling.stop) + self.formatter.stop_strings)
         try:
             prompt, stats.n_history_dropped = self.fit_conversation(messages, sampling.max_tokens)
         except ContextFullError as e:
@@ -163,6 +171,10 @@ class Engine:
         tokens = self.target.tokenize(prompt_text)
         yield from self.speculator.stream(tokens, sampling or SamplingParams(), spec or SpecParams(), cancel)
 
+    def prompt_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
+        """The conversation as prompt tokens: the template's markers as control tokens, content as text."""
+        return self.prompt_tokenizer.tokens(self.formatter.segments(messages))
+
     def fit_conversation(self, messages: Sequence[ChatMessage], max_tokens: int) -> tuple[list[int], int]:
         """Tokenize the conversation, dropping the oldest turns (never the system prompt) to fit.
 
@@ -174,7 +186,7 @@ class Engine:
         rest = list(messages[len(system) :])
         dropped = 0
         while True:
-            tokens = self.target.tokenize(self.formatter.format(system + rest))
+            tokens = self.prompt_tokens(system + rest)
             if len(tokens) + room <= n_ctx or len(rest) <= 1:
                 break
             # Drop the oldest exchange; keep the conversation starting with a user message.

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from engine import chat_formats
 from engine.compat import MAX_VOCAB_SIZE_DIFFERENCE, VocabInfo, incompatibility
 from engine.errors import EngineError, ModelFileError
 from engine.gguf import read_header
@@ -39,7 +40,8 @@ _IDEAL_DRAFT_RATIO = math.sqrt(DRAFT_RATIO_RANGE[0] * DRAFT_RATIO_RANGE[1])
 PENDING_SUFFIX = ".download.json"
 
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
-_CACHE_VERSION = 2  # 2: headers checked against llama.cpp's limits (files once accepted may be damaged)
+# 2: headers checked against llama.cpp's limits (files once accepted may be damaged); 3: chat formats
+_CACHE_VERSION = 3
 
 
 class LibraryError(EngineError):
@@ -60,6 +62,22 @@ class ModelEntry:
     removable: bool  # True only for files in the app's models folder
     family: str = ""  # general.basename, lower case (e.g. "qwen2.5-coder"): drafts rank by it
     n_vocab: int = 0
+    # "" when the file has its own chat template; otherwise llama.cpp's format for its family
+    # ("gemma"), or "none": a base model with no chat format at all.
+    chat_format: str = ""
+
+    @property
+    def is_base_model(self) -> bool:
+        return bool(self.chat_format)
+
+    @property
+    def chat_format_label(self) -> str:
+        """What the library says about a file without a chat template ("" for one with its own)."""
+        if not self.chat_format:
+            return ""
+        if self.chat_format == "none":
+            return "base model — no chat format"
+        return f"base model — {chat_formats.label(self.chat_format)} format"
 
     @property
     def size_label(self) -> str:
@@ -108,6 +126,7 @@ class _Summary:
     vocab_fingerprint: str
     family: str
     n_vocab: int
+    chat_format: str = ""
 
 
 def _summarize(path: Path) -> _Summary:
@@ -121,6 +140,7 @@ def _summarize(path: Path) -> _Summary:
         vocab_fingerprint=info.vocab_fingerprint if info.tokens else "",
         family=_family(info.get("general.basename"), info.name),
         n_vocab=len(info.tokens),
+        chat_format="" if info.chat_template else (chat_formats.detect_family(info) or "none"),
     )
 
 
@@ -268,6 +288,7 @@ class ModelLibrary:
             removable=source == "app",
             family=head.family,
             n_vocab=head.n_vocab,
+            chat_format=head.chat_format,
         )
 
     def _summary(self, path: Path) -> _Summary:

@@ -73,6 +73,7 @@ class MainWindow(QMainWindow):
         self.active: AnswerRecorder | None = None
         self.compare_job: tuple[int, int] | None = None  # (request id, message id)
         self.engine_info = None
+        self.chat_format = None  # ChatFormatInfo of the loaded model
         self.engine_state = "none"  # none, loading, ready, failed
         self.loaded_key: tuple | None = None
         self.target_step_s = 0.0
@@ -101,6 +102,7 @@ class MainWindow(QMainWindow):
         w.failed.connect(self._on_failed)
         w.load_progress.connect(self._on_load_progress)
         w.loaded.connect(self._on_loaded)
+        w.chat_format_known.connect(self._on_chat_format)
         w.starter_progress.connect(self._on_starter_progress)
         w.starter_finished.connect(self._on_starter_finished)
 
@@ -300,7 +302,7 @@ class MainWindow(QMainWindow):
         self.status.models.setText(f"Loading {Path(target.path).name}…")
         self.status.set_progress("Loading target", 0.0)
         self.load_guard.begin(target.path)
-        self.host.load(target, draft)
+        self.host.load(target, draft, self.settings.chat_template())
 
     @Slot(str, float)
     def _on_load_progress(self, stage: str, fraction: float) -> None:
@@ -319,6 +321,25 @@ class MainWindow(QMainWindow):
         self.status.set_progress(None)
         self.status.set_engine(info)
         self.status.showMessage(f"Ready: {info.target_name}", 4000)
+
+    @Slot(object)
+    def _on_chat_format(self, chat_format) -> None:
+        """A base model's file has no chat format: say once per file what Specula uses instead."""
+        self.chat_format = chat_format
+        path = self.settings.target.path
+        if not chat_format.base_model or chat_format.source == "override" or path in self.settings.base_model_notices:
+            return
+        name = self.engine_info.target_name if self.engine_info else Path(path).stem
+        if chat_format.source == "family":
+            text = f"{name} is a base model — no chat format in its file. Specula uses {chat_format.description}."
+        else:
+            text = (
+                f"{name} is a base model — no chat format: its file has none and its family is not known, so "
+                "Specula uses ChatML, which it may not follow. Settings → Chat format can set another."
+            )
+        self.chat_view.show_notice(text, kind="info", actions=[("Settings…", self.open_settings)])
+        self.settings.base_model_notices.append(path)
+        self.save_settings()
 
     def assemble_starter(self) -> None:
         self.welcome.starter_button.setEnabled(False)
@@ -408,12 +429,15 @@ class MainWindow(QMainWindow):
 
     def apply_settings(self, new: Settings) -> None:
         reload = new.load_key() != self.loaded_key or self.engine_state == "failed"
+        new_template = new.chat_template() != self.settings.chat_template()
         self.settings = new
         self.save_settings()
         if reload and new.target.path:
             if self.busy:
                 self.stop()
             self.load_models()
+        elif new_template and self.engine_state == "ready":
+            self.host.set_chat_template(new.chat_template())
 
     def save_settings(self) -> None:
         try:

@@ -65,6 +65,10 @@ class Settings:
     system_prompt: str = ""
     allow_amx: bool = False  # llama.cpp's AMX kernels crash on batched decoding (engine/cpu_weights.py)
     show_token_colours: bool = False
+    show_reasoning: bool = True  # a reasoning model's "Thinking" section above its answers
+    # Per model file: a chat format preset name (llama.cpp's) or a Jinja template, instead of the model's own.
+    chat_templates: dict[str, str] = field(default_factory=dict)
+    base_model_notices: list[str] = field(default_factory=list)  # files whose "base model" notice was shown
     window_geometry: str = ""  # Qt's saveGeometry(), base64
     splitter_state: str = ""
 
@@ -90,6 +94,10 @@ class Settings:
             n_threads=model.threads or None,
             allow_amx=self.allow_amx,
         )
+
+    def chat_template(self) -> str | None:
+        """The user's chat format for the chosen target, if they set one."""
+        return self.chat_templates.get(self.target.path) or None
 
     def sampling(self, seed: int | None) -> SamplingParams:
         return SamplingParams(
@@ -185,7 +193,11 @@ def _from_dict(cls, data: dict, problems: list[str], prefix: str = ""):
             else:
                 problems.append(f"{name}: {value!r} is not a model entry; using none")
             continue
-        if isinstance(current, bool):
+        if isinstance(current, dict):
+            ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+        elif isinstance(current, list):
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        elif isinstance(current, bool):
             ok = isinstance(value, bool)
         elif isinstance(current, float):
             ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

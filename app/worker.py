@@ -74,6 +74,7 @@ class EngineWorker(QObject):
 
     load_progress = Signal(str, float)  # stage, fraction
     loaded = Signal(object)  # EngineInfo
+    chat_format_known = Signal(object)  # ChatFormatInfo: after each load and each template change
     unloaded = Signal()
     token_received = Signal(int, str, str, int)  # request id, text, source, round index
     round_finished = Signal(int, object)  # request id, RoundEvent
@@ -113,6 +114,14 @@ class EngineWorker(QObject):
             log.exception("loading failed")
             self.engine = None
             self.failed.emit("load", 0, describe(e))
+
+    @Slot(object)
+    def set_chat_template(self, override: str | None) -> None:
+        """Format with a preset name or Jinja text (None: the model's own way); queued after each load."""
+        if self.engine is None or self.closing.is_set():
+            return
+        self.engine.set_chat_template(override)
+        self.chat_format_known.emit(self.engine.formatter.summary)
 
     @Slot(object)
     def answer(self, request: AnswerRequest) -> None:
@@ -178,6 +187,7 @@ class EngineHost(QObject):
     """The GUI thread's handle on the engine thread."""
 
     load_requested = Signal(object, object, object)
+    chat_template_requested = Signal(object)
     answer_requested = Signal(object)
     starter_requested = Signal(object)
     shutdown_requested = Signal()
@@ -196,6 +206,7 @@ class EngineHost(QObject):
         self.worker.moveToThread(self.thread)
         queued = Qt.ConnectionType.QueuedConnection
         self.load_requested.connect(self.worker.load, queued)
+        self.chat_template_requested.connect(self.worker.set_chat_template, queued)
         self.answer_requested.connect(self.worker.answer, queued)
         self.starter_requested.connect(self.worker.assemble_starter, queued)
         self.shutdown_requested.connect(self.worker.shutdown, queued)
@@ -204,11 +215,19 @@ class EngineHost(QObject):
         _threads.add(self.thread)
         self.thread.start()
 
-    def load(self, target: ModelSpec | None, draft: ModelSpec | None) -> None:
-        """Load (or unload, with target None); a load still running for an older request is abandoned."""
+    def load(self, target: ModelSpec | None, draft: ModelSpec | None, chat_template: str | None = None) -> None:
+        """Load (or unload, with target None); a load still running for an older request is abandoned.
+
+        chat_template: the user's override for this model (a preset name or Jinja text), or None.
+        """
         self.load_cancel.set()
         self.load_cancel = threading.Event()
         self.load_requested.emit(target, draft, self.load_cancel)
+        self.chat_template_requested.emit(chat_template)
+
+    def set_chat_template(self, chat_template: str | None) -> None:
+        """Change the loaded model's chat format (answers requested after this use it)."""
+        self.chat_template_requested.emit(chat_template)
 
     def answer(
         self, messages: list[ChatMessage], sampling: SamplingParams, spec: SpecParams, purpose: str = "answer"

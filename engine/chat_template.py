@@ -65,6 +65,16 @@ class Format:
         return "ChatML (no chat format is known for this model)"
 
 
+@dataclass(frozen=True)
+class ChatFormatInfo:
+    """What a front end tells the user about the format in use."""
+
+    description: str  # "Gemma (llama.cpp's format for this model's family)"
+    source: str  # "override", "file", "family", "chatml"
+    base_model: bool  # the file has no chat template of its own
+    reasoning_markers: tuple[str, str]
+
+
 class ChatFormatter:
     def __init__(self, info: GGUFInfo, override: str | None = None):
         tokens = info.tokens
@@ -142,6 +152,10 @@ class ChatFormatter:
     @property
     def description(self) -> str:
         return self.format_used.description
+
+    @property
+    def summary(self) -> ChatFormatInfo:
+        return ChatFormatInfo(self.description, self.format_used.source, self.is_base_model, self.reasoning_markers)
 
     def segments(self, messages: Sequence[ChatMessage]) -> list[Segment]:
         """The prompt as template text and content, ending where the assistant's answer begins."""

@@ -55,6 +55,7 @@ class AnswerRecorder:
         self.request_id = request_id
         self.tokens: list[Token] = []
         self.text = ""
+        self.reasoning = ""  # the model's thinking so far (not in self.tokens: those are the answer's)
         self.written = 0  # tokens already in the store
         self.stats = AnswerStats(target_step_s=target_step_s)
         self._sources: Counter = Counter()
@@ -65,11 +66,20 @@ class AnswerRecorder:
 
     # -- events from the worker -----------------------------------------------------------------
 
-    def add_token(self, text: str, source: str, round_index: int) -> Token:
+    def add_token(self, text: str, source: str, round_index: int, reasoning: bool = False) -> Token:
         token = Token(text, source, round_index)
+        self.stats.n_tokens += 1
+        if reasoning:
+            self.reasoning += text
+            self.stats.n_reasoning_tokens += 1
+            if text and not self.stats.ttft_s:
+                self.stats.ttft_s = time.perf_counter() - self._t_request
+            self._dirty = True
+            return token
+        if self.reasoning and not self.tokens and self._t_gen is not None:
+            self.stats.reasoning_s = time.perf_counter() - self._t_gen  # the answer starts: thinking ended
         self.tokens.append(token)
         self.text += text
-        self.stats.n_tokens += 1
         self._sources[source] += 1
         if text and not self.stats.ttft_s:
             self.stats.ttft_s = time.perf_counter() - self._t_request
@@ -102,7 +112,9 @@ class AnswerRecorder:
         if not self._dirty or self.finished or self.write_error:
             return
         new = self.tokens[self.written :]
-        if self._write(self.store.append_tokens, self.message.id, self.written, new, self.text, self.live_stats()):
+        if self._write(
+            self.store.append_tokens, self.message.id, self.written, new, self.text, self.live_stats(), self.reasoning
+        ):
             self.written = len(self.tokens)
             self._dirty = False
 
@@ -124,6 +136,7 @@ class AnswerRecorder:
         stats = done.stats
         stats.backend = stats.backend or self.stats.backend
         error = done.error if done.finish_reason in (FinishReason.ERROR, FinishReason.CONTEXT) else None
+        self.reasoning = done.reasoning or self.reasoning.strip()
         self._finish(done.text, done.finish_reason.value, stats, error)
         return self.message
 
@@ -143,9 +156,10 @@ class AnswerRecorder:
         if self.finished:
             return
         if not self.write_error:
-            self._write(self.store.finish_message, self.message.id, text, reason, stats, error)
+            self._write(self.store.finish_message, self.message.id, text, reason, stats, error, self.reasoning)
         m = self.message
         m.content, m.finish_reason, m.error, m.complete = text, reason, error, True
+        m.reasoning = self.reasoning
         m.stats = stats
         m.tokens = self.tokens
         self.text = text

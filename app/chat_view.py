@@ -26,6 +26,7 @@ from app import theme
 from app.rich_text import MessageBody
 from app.stats_footer import StatsFooter
 from app.store import Message, Token
+from app.thinking_view import ThinkingSection
 from engine.metrics import AnswerStats
 
 FRAME_MS = 16  # about 60 screen updates a second, whatever the token rate
@@ -47,9 +48,18 @@ class MessageWidget(QFrame):
     regenerate_requested = Signal(int)
     compare_requested = Signal(int)
 
-    def __init__(self, message: Message, *, colours: bool, streaming: bool = False, parent: QWidget | None = None):
+    def __init__(
+        self,
+        message: Message,
+        *,
+        colours: bool,
+        streaming: bool = False,
+        show_reasoning: bool = True,
+        parent: QWidget | None = None,
+    ):
         super().__init__(parent)
         self.message = message
+        self.show_reasoning = show_reasoning
         self.streaming = streaming
         self.live_stats: AnswerStats | None = None
         self.is_user = message.role == "user"
@@ -80,6 +90,14 @@ class MessageWidget(QFrame):
             )
             header.addWidget(self.regenerate_button)
         layout.addLayout(header)
+
+        self.thinking = ThinkingSection(self)
+        layout.addWidget(self.thinking)
+        if message.reasoning and streaming and not message.content:
+            self.thinking.start(message.reasoning)
+        elif message.reasoning:
+            self._finish_thinking(message, collapse=True)
+        self._show_thinking()
 
         self.body = MessageBody(self)
         self.body.token_tooltip = self.token_tooltip
@@ -117,7 +135,25 @@ class MessageWidget(QFrame):
     # -- content ------------------------------------------------------------------------------
 
     def append_tokens(self, tokens: list[Token]) -> None:
+        if self.thinking.thinking and any(t.text for t in tokens):
+            self.thinking.end_live()  # the answer starts: the thinking folds away
         self.body.append(tokens)
+
+    def append_reasoning(self, text: str) -> None:
+        self.thinking.append(text)
+        self._show_thinking()
+
+    def set_show_reasoning(self, show: bool) -> None:
+        self.show_reasoning = show
+        self._show_thinking()
+
+    def _show_thinking(self) -> None:
+        self.thinking.setVisible(self.show_reasoning and bool(self.thinking.text or self.thinking.thinking))
+
+    def _finish_thinking(self, message: Message, collapse: bool) -> None:
+        stats = message.stats
+        n, seconds = (stats.n_reasoning_tokens, stats.reasoning_s) if stats else (0, 0.0)
+        self.thinking.finish(message.reasoning, n, seconds, collapse=collapse)
 
     def set_live_stats(self, stats: AnswerStats) -> None:
         self.live_stats = stats
@@ -128,6 +164,9 @@ class MessageWidget(QFrame):
         self.message = message
         self.streaming = False
         self.live_stats = None
+        if message.reasoning:
+            self._finish_thinking(message, collapse=self.thinking.thinking and bool(message.content))
+        self._show_thinking()
         self.body.finish(message.content, message.tokens)
         self._refresh()
 
@@ -297,6 +336,7 @@ class ChatView(QScrollArea):
         self.widgets: dict[int, MessageWidget] = {}
         self.notices: list[Notice] = []
         self.colours = False
+        self.show_reasoning = True
         self.busy = False
         self._pending: dict[int, list[Token]] = {}
         self._frame = QTimer(self)
@@ -328,7 +368,9 @@ class ChatView(QScrollArea):
         QTimer.singleShot(0, self, self.scroll_to_end)
 
     def add_message(self, message: Message, streaming: bool = False, scroll: bool = True) -> MessageWidget:
-        widget = MessageWidget(message, colours=self.colours, streaming=streaming, parent=self.column)
+        widget = MessageWidget(
+            message, colours=self.colours, streaming=streaming, show_reasoning=self.show_reasoning, parent=self.column
+        )
         widget.edit_requested.connect(self.edit_requested)
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.compare_requested.connect(self.compare_requested)
@@ -358,6 +400,17 @@ class ChatView(QScrollArea):
         self._pending.setdefault(message_id, []).extend(tokens)
         if not self._frame.isActive():
             self._frame.start()
+
+    def queue_reasoning(self, message_id: int, text: str) -> None:
+        """Thinking text for a streaming message (its section batches its own drawing)."""
+        widget = self.widgets.get(message_id)
+        if widget is not None:
+            widget.append_reasoning(text)
+
+    def set_show_reasoning(self, show: bool) -> None:
+        self.show_reasoning = show
+        for widget in self.widgets.values():
+            widget.set_show_reasoning(show)
 
     def flush(self) -> None:
         self._frame.stop()

@@ -147,6 +147,7 @@ class MainWindow(QMainWindow):
         header.addWidget(self.settings_button)
         column.addLayout(header)
         self.chat_view = ChatView()
+        self.chat_view.show_reasoning = self.settings.show_reasoning
         self.chat_view.edit_requested.connect(self.edit_message)
         self.chat_view.regenerate_requested.connect(self.regenerate)
         self.chat_view.compare_requested.connect(self.compare_with_plain)
@@ -438,6 +439,7 @@ class MainWindow(QMainWindow):
             self.load_models()
         elif new_template and self.engine_state == "ready":
             self.host.set_chat_template(new.chat_template())
+        self.chat_view.set_show_reasoning(new.show_reasoning)
 
     def save_settings(self) -> None:
         try:
@@ -634,7 +636,7 @@ class MainWindow(QMainWindow):
     @staticmethod
     def _chat_messages(messages: list[Message], system_prompt: str) -> list[ChatMessage]:
         chat = [ChatMessage("system", system_prompt)] if system_prompt else []
-        return chat + [ChatMessage(m.role, m.content) for m in messages]
+        return chat + [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
 
     def _set_busy(self, busy: bool) -> None:
         self.composer.set_busy(busy)
@@ -658,14 +660,17 @@ class MainWindow(QMainWindow):
 
     # -- events from the worker ---------------------------------------------------------------
 
-    @Slot(int, str, str, int)
-    def _on_token(self, request_id: int, text: str, source: str, round_index: int) -> None:
+    @Slot(int, str, str, int, bool)
+    def _on_token(self, request_id: int, text: str, source: str, round_index: int, reasoning: bool) -> None:
         rec = self.active
         if rec is None or rec.request_id != request_id:
             return
-        token = rec.add_token(text, source, round_index)
+        token = rec.add_token(text, source, round_index, reasoning)
         if self._showing(rec.message):
-            self.chat_view.queue_tokens(rec.message.id, [token])
+            if reasoning:
+                self.chat_view.queue_reasoning(rec.message.id, text)
+            else:
+                self.chat_view.queue_tokens(rec.message.id, [token])
 
     @Slot(int, object)
     def _on_round(self, request_id: int, event: RoundEvent) -> None:

@@ -58,6 +58,8 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (message_id, idx)
         ) WITHOUT ROWID""",
     ],
+    # A reasoning model's thinking, kept apart from the answer (content).
+    ["ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -95,6 +97,7 @@ class Message:
     comparison: dict | None = None
     created: float = 0.0
     tokens: list[Token] = field(default_factory=list)
+    reasoning: str = ""  # the model's thinking before its answer (not part of content)
 
 
 class Store:
@@ -252,6 +255,7 @@ class Store:
         tokens: Sequence[Token],
         content: str,
         stats: AnswerStats | None = None,
+        reasoning: str = "",
     ) -> None:
         """Add streamed tokens (numbered from first_index) and the text so far, in one commit."""
         with self._tx():
@@ -260,8 +264,8 @@ class Store:
                 [(message_id, first_index + i, t.text, t.source, t.round) for i, t in enumerate(tokens)],
             )
             self.db.execute(
-                "UPDATE messages SET content = ?, stats = COALESCE(?, stats) WHERE id = ?",
-                (content, _json(stats.to_dict()) if stats else None, message_id),
+                "UPDATE messages SET content = ?, reasoning = ?, stats = COALESCE(?, stats) WHERE id = ?",
+                (content, reasoning, _json(stats.to_dict()) if stats else None, message_id),
             )
 
     def finish_message(
@@ -271,12 +275,13 @@ class Store:
         finish_reason: str,
         stats: AnswerStats | None,
         error: str | None = None,
+        reasoning: str | None = None,
     ) -> None:
         with self._tx():
             self.db.execute(
                 "UPDATE messages SET content = ?, complete = 1, finish_reason = ?, error = ?,"
-                " stats = COALESCE(?, stats) WHERE id = ?",
-                (content, finish_reason, error, _json(stats.to_dict()) if stats else None, message_id),
+                " stats = COALESCE(?, stats), reasoning = COALESCE(?, reasoning) WHERE id = ?",
+                (content, finish_reason, error, _json(stats.to_dict()) if stats else None, reasoning, message_id),
             )
             self._touch_message(message_id)
 
@@ -336,6 +341,7 @@ def _message(row: sqlite3.Row) -> Message:
         params=_load(row["params"]) or {},
         comparison=_load(row["comparison"]),
         created=row["created"],
+        reasoning=row["reasoning"],
     )
 
 

@@ -76,7 +76,7 @@ class EngineWorker(QObject):
     loaded = Signal(object)  # EngineInfo
     chat_format_known = Signal(object)  # ChatFormatInfo: after each load and each template change
     unloaded = Signal()
-    token_received = Signal(int, str, str, int)  # request id, text, source, round index
+    token_received = Signal(int, str, str, int, bool)  # request id, text, source, round index, thinking
     round_finished = Signal(int, object)  # request id, RoundEvent
     answer_finished = Signal(int, object)  # request id, DoneEvent
     failed = Signal(str, int, str)  # operation ("load", "draft", "answer", "starter"), request id, message
@@ -137,7 +137,9 @@ class EngineWorker(QObject):
         try:
             for event in self.engine.chat(request.messages, request.sampling, request.spec, request.cancel):
                 if isinstance(event, TokenEvent):
-                    self.token_received.emit(request.id, event.text, event.source.value, max(round_index, 0))
+                    self.token_received.emit(
+                        request.id, event.text, event.source.value, max(round_index, 0), event.reasoning
+                    )
                 elif isinstance(event, RoundEvent):
                     round_index += 1
                     self.round_finished.emit(request.id, event)

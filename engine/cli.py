@@ -15,6 +15,7 @@ from engine.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
 
 COLOURS = {TokenSource.DRAFT_MODEL: "\033[32m", TokenSource.LOOKUP: "\033[36m"}
 RESET = "\033[0m"
+DIM = "\033[2m"  # a reasoning model's thinking
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -188,9 +189,17 @@ def cmd_chat(engine, args) -> int:
         messages.append(ChatMessage("user", line))
         cancel = threading.Event()
         done = None
+        thought = False  # thinking was shown: a blank line before the answer
         try:
             for event in engine.chat(messages, sampling_from(args), spec_from(args), cancel):
-                if isinstance(event, TokenEvent):
+                if isinstance(event, TokenEvent) and event.reasoning:
+                    thought = True
+                    sys.stdout.write(f"{DIM}{event.text}{RESET}" if sys.stdout.isatty() else event.text)
+                    sys.stdout.flush()
+                elif isinstance(event, TokenEvent):
+                    if thought and event.text:
+                        sys.stdout.write("\n\n")
+                        thought = False
                     code = COLOURS.get(event.source) if args.color else None
                     sys.stdout.write(f"{code}{event.text}{RESET}" if code else event.text)
                     sys.stdout.flush()
@@ -207,7 +216,7 @@ def cmd_chat(engine, args) -> int:
         if done.finish_reason == FinishReason.CONTEXT and not done.text:
             messages.pop()  # not answered: it does not stay in the conversation to overflow the next turn
             continue
-        messages.append(ChatMessage("assistant", done.text))
+        messages.append(ChatMessage("assistant", done.text, done.reasoning))
         print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
 
 

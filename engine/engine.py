@@ -17,6 +17,7 @@ from engine.generate import Speculator
 from engine.gguf import read_header
 from engine.metrics import AnswerStats
 from engine.prompt_tokens import PromptTokenizer
+from engine.reasoning import ReasoningSplitter
 from engine.runner import Cancelled, ModelRunner
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,9 @@ class Engine:
         except ContextFullError as e:
             yield DoneEvent(FinishReason.CONTEXT, stats, "", e.user_message())
             return
-        yield from self.speculator.stream(prompt, sampling, spec, cancel, stats, t_request)
+        opening, closing = self.formatter.reasoning_markers
+        splitter = ReasoningSplitter(opening, closing, thinking=self.formatter.opens_reasoning)
+        yield from self.speculator.stream(prompt, sampling, spec, cancel, stats, t_request, splitter)
 
     def complete(
         self,

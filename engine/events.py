@@ -24,6 +24,7 @@ class TokenEvent:
     token: int
     text: str
     source: TokenSource
+    reasoning: bool = False  # part of the model's thinking (engine/reasoning.py), not its answer
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,9 @@ class RoundEvent:
 class DoneEvent:
     finish_reason: FinishReason
     stats: AnswerStats
-    text: str  # the whole answer as shown
+    text: str  # the whole answer as shown (without the thinking)
     error: str | None = None  # user-facing message when finish_reason is ERROR (or CONTEXT)
+    reasoning: str = ""  # the model's thinking, when it thought aloud
 
 
 Event = TokenEvent | RoundEvent | DoneEvent

@@ -21,6 +21,7 @@ from engine.errors import ContextFullError, EngineError
 from engine.events import DoneEvent, Event, FinishReason, RoundEvent, TokenEvent
 from engine.metrics import AnswerStats
 from engine.policy import AcceptanceTracker, ConfidenceCalibration, CostModel, best_choice, draft_confidence_floor
+from engine.reasoning import ReasoningSplitter
 from engine.runner import Cancelled, ModelRunner, common_prefix
 from engine.sampling import Distribution, distribution, make_rng
 from engine.speculative import Verdict, verify_greedy, verify_sampled
@@ -82,7 +83,10 @@ class Speculator:
         cancel: threading.Event | None = None,
         stats: AnswerStats | None = None,
         t_request: float | None = None,
+        reasoning: ReasoningSplitter | None = None,
     ) -> Iterator[Event]:
+        """Stream the answer to prompt (token ids): TokenEvents, a RoundEvent per verification round,
+        and one DoneEvent last. reasoning, when given, splits a thinking block off the answer."""
         t_start = t_request or time.perf_counter()
         stats = stats or AnswerStats()
         stats.backend = self.target.backend
@@ -93,6 +97,8 @@ class Speculator:
         for r in runners:
             r.cancel_event = cancel
         text = TextStream(sampling.stop)
+        split = reasoning or ReasoningSplitter(thinking=False)
+        answer: list[str] = []
         self._shadow = None  # a proposal from another answer says nothing about this one
         committed = list(prompt)
         sources: Counter = Counter()
@@ -148,10 +154,13 @@ class Speculator:
                     committed.append(token)
                     stats.n_tokens += 1
                     sources[source.value] += 1
-                    for piece in text.push(token, self.target.piece(token), source):
+                    for part in split.push_all(text.push(token, self.target.piece(token), source)):
                         if not stats.ttft_s:
                             stats.ttft_s = time.perf_counter() - t_start
-                        yield TokenEvent(piece.token, piece.text, piece.source)
+                        if split.entered and not stats.reasoning_s and not part.reasoning:
+                            stats.reasoning_s = time.perf_counter() - t_gen
+                        answer += [] if part.reasoning else [part.piece.text]
+                        yield TokenEvent(part.piece.token, part.piece.text, part.piece.source, part.reasoning)
                     if text.stopped:
                         finish = FinishReason.STOP
                         break
@@ -167,12 +176,16 @@ class Speculator:
         finally:
             for r in runners:
                 r.cancel_event = None
-        for piece in text.finish():
-            yield TokenEvent(piece.token, piece.text, piece.source)
+        for part in split.push_all(text.finish(), final=True):
+            answer += [] if part.reasoning else [part.piece.text]
+            yield TokenEvent(part.piece.token, part.piece.text, part.piece.source, part.reasoning)
         stats.gen_s = time.perf_counter() - t_gen
+        stats.n_reasoning_tokens = split.n_reasoning_tokens
+        if split.entered and not stats.reasoning_s:
+            stats.reasoning_s = stats.gen_s  # it never stopped thinking
         stats.target_step_s = self.costs.step_s  # after this answer's own plain steps updated it
         stats.count_sources(sources)
-        yield DoneEvent(finish, stats, text.text, error)
+        yield DoneEvent(finish, stats, "".join(answer), error, split.reasoning.strip())
 
     # -- the parts of a round ----------------------------------------------------------------
 

@@ -11,7 +11,8 @@ class AnswerStats:
     n_prompt_tokens: int = 0  # tokens in the formatted conversation
     n_prompt_evaluated: int = 0  # of those, evaluated now (the rest came from the KV cache)
     n_history_dropped: int = 0  # messages dropped from the front to fit the context
-    n_tokens: int = 0  # tokens in the answer
+    n_tokens: int = 0  # tokens in the answer (its thinking included)
+    n_reasoning_tokens: int = 0  # of those, the thinking's (a reasoning model's <think> block, markers included)
     n_rounds: int = 0  # verification rounds (plain steps count as rounds with nothing drafted)
     n_drafted: int = 0
     n_accepted: int = 0
@@ -25,6 +26,7 @@ class AnswerStats:
     t_verify: float = 0.0
     t_sample: float = 0.0
     target_step_s: float = 0.0  # the target's measured single-token decode time on this machine
+    reasoning_s: float = 0.0  # first round to the end of the thinking
     plain_estimate_s: float = 0.0  # what plain decoding would have taken for these tokens (see below)
     backend: str = ""
 

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import theme
+from app.chat_format_settings import ChatFormatControls
 from app.downloads import download_button
 from app.hub_tasks import BackgroundTasks
 from app.rich_text import TextPane
@@ -140,6 +141,8 @@ class SettingsDialog(QDialog):
         self._build_models_tab()
         self._build_generation_tab()
         self._build_speculation_tab()
+        self.chat_tab = ChatFormatControls()
+        self.tabs.addTab(self.chat_tab, "Chat")
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok
             | QDialogButtonBox.StandardButton.Cancel
@@ -350,6 +353,7 @@ class SettingsDialog(QDialog):
         self.draft_threads.setValue(s.draft.threads)
         self.amx.setChecked(s.allow_amx)
         self._load_generation(s)
+        self.chat_tab.load(s.chat_templates, s.target.path, s.show_reasoning)
 
     def _load_generation(self, s: Settings) -> None:
         self.temperature.setValue(s.temperature)
@@ -400,6 +404,8 @@ class SettingsDialog(QDialog):
             system_prompt=self.system_prompt.toPlainText().strip(),
             drafter_mode=self.mode.currentData(),
             draft_length=self.draft_length.value(),
+            chat_templates=self.chat_tab.result(),
+            show_reasoning=self.chat_tab.show_reasoning.isChecked(),
         )
 
     # -- models -------------------------------------------------------------------------------
@@ -503,6 +509,7 @@ class SettingsDialog(QDialog):
         return [self.draft_combo.itemData(i) for i in range(1, self.draft_combo.count())]
 
     def _target_changed(self, _index: int) -> None:
+        self.chat_tab.set_target(self.target_combo.currentData() or "")
         self.refresh_models(self.target_combo.currentData() or "", self.draft_combo.currentData() or "")
 
     def _add_target_file(self) -> None:

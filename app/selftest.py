@@ -41,7 +41,7 @@ def check_engine(model: str, draft: str | None) -> str:
             )
         )
         info = engine.info
-        backend = info.backend + {"avoided": " (AMX off)", "on": " (AMX on)"}.get(info.amx, "")
+        backend = info.placement() + {"avoided": " (AMX off)", "on": " (AMX on)"}.get(info.amx, "")
     finally:
         engine.close()
 

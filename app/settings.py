@@ -18,18 +18,21 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from app.set_aside import move_aside
-from engine.config import DrafterMode, ModelSpec, SamplingParams, SpecParams
+from engine.config import GPU_LAYERS_AUTO, DrafterMode, ModelSpec, SamplingParams, SpecParams
 from engine.paths import data_dir
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "settings.json"
+# 2: GPU layers default to auto. Files of version 1 (no "version" key) hold 0 there only because
+# 0 was the default, in an app that never used a GPU: they are read as auto.
+VERSION = 2
 _SAMPLING = SamplingParams()
 
 
 # The ranges a number may take (inclusive): the Settings dialog offers these, and load() clamps to them.
 RANGES: dict[str, tuple[float, float]] = {
-    "gpu_layers": (-1, 999),
+    "gpu_layers": (GPU_LAYERS_AUTO, 999),  # auto, all, or a count
     "threads": (0, 256),
     "context_size": (512, 262_144),
     "draft_length": (0, 16),
@@ -45,12 +48,13 @@ RANGES: dict[str, tuple[float, float]] = {
 @dataclass
 class ModelSettings:
     path: str = ""  # "" = none
-    gpu_layers: int = 0  # -1: all layers
+    gpu_layers: int = GPU_LAYERS_AUTO  # GPU_LAYERS_AUTO: what fits in free GPU memory; -1: all; 0: CPU only
     threads: int = 0  # 0: automatic (physical cores)
 
 
 @dataclass
 class Settings:
+    version: int = VERSION
     target: ModelSettings = field(default_factory=ModelSettings)
     draft: ModelSettings = field(default_factory=ModelSettings)
     context_size: int = 4096
@@ -141,6 +145,10 @@ class Settings:
             return _unreadable(cls, path, e)
         problems: list[str] = []
         settings = _from_dict(cls, data, problems)
+        if "version" not in data:
+            for model in (settings.target, settings.draft):
+                model.gpu_layers = model.gpu_layers or GPU_LAYERS_AUTO
+            settings.version = VERSION
         if problems:
             log.warning("Settings in %s corrected: %s", path, "; ".join(problems))
             settings.load_notices = [

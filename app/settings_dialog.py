@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -39,8 +40,8 @@ from app.downloads import download_button
 from app.hub_tasks import BackgroundTasks
 from app.rich_text import TextPane
 from app.settings import RANGES, ModelSettings, Settings
-from engine import cpu_weights
-from engine.config import DrafterMode
+from engine import backends, cpu_weights
+from engine.config import GPU_LAYERS_ALL, GPU_LAYERS_AUTO, DrafterMode
 from engine.errors import EngineError
 from engine.library import DraftChoices
 
@@ -119,6 +120,37 @@ class Note(TextPane):
 
     def text(self) -> str:
         return self.toPlainText()
+
+
+class GpuLayersBox(QSpinBox):
+    """A layer count, with "auto" and "all" below 0 (engine.config's GPU_LAYERS_AUTO and _ALL)."""
+
+    NAMES = {GPU_LAYERS_AUTO: "auto", GPU_LAYERS_ALL: "all"}
+
+    def __init__(self):
+        super().__init__()
+        self.setRange(*RANGES["gpu_layers"])
+
+    def textFromValue(self, value: int) -> str:  # noqa: N802 - Qt's name
+        return self.NAMES.get(value, str(value))
+
+    def valueFromText(self, text: str) -> int:  # noqa: N802
+        named = {name: value for value, name in self.NAMES.items()}
+        return named.get(text.strip().lower(), int(text) if text.strip().isdigit() else GPU_LAYERS_AUTO)
+
+    def validate(self, text: str, pos: int):
+        word = text.strip().lower()
+        if word.isdigit() or word in self.NAMES.values():
+            return QValidator.State.Acceptable, text, pos
+        if any(name.startswith(word) for name in self.NAMES.values()):
+            return QValidator.State.Intermediate, text, pos
+        return QValidator.State.Invalid, text, pos
+
+
+def device_line() -> str:
+    """The GPU the engine found, once it has looked (looking loads drivers: never here, on the GUI thread)."""
+    found = backends.loaded()
+    return found.summary() if found is not None else "the GPU is detected when a model first loads"
 
 
 class SettingsDialog(QDialog):
@@ -248,12 +280,11 @@ class SettingsDialog(QDialog):
         note.setVisible(bool(text))
 
     def _placement_controls(self, which: str) -> tuple[QSpinBox, QSpinBox]:
-        gpu = QSpinBox()
-        gpu.setRange(*RANGES["gpu_layers"])
-        gpu.setSpecialValueText("all")
+        gpu = GpuLayersBox()
         gpu.setToolTip(
-            f"How many of the {which} model's layers to put on the GPU (CUDA, Metal). "
-            "0 runs on the CPU; “all” offloads every layer. Needs a GPU build of llama-cpp-python."
+            f"How many of the {which} model's layers to put on the GPU (Vulkan, CUDA, Metal). “auto” "
+            "puts as many as fit in free GPU memory, the draft first; “all” offloads every layer; "
+            f"0 keeps the {which} on the CPU.\nNow: {device_line()}"
         )
         threads = QSpinBox()
         threads.setRange(*RANGES["threads"])

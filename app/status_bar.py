@@ -9,7 +9,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
 MEMORY_REFRESH_MS = 2000
-BACKEND_TIP = "Where the models run, and how many of the target's layers are on the GPU"
+BACKEND_TIP = "Where the models run: the GPU and how many layers of each model are on it, or the CPU"
 
 
 def process_memory() -> int | None:
@@ -28,6 +28,25 @@ def process_memory() -> int | None:
 
 def gigabytes(n: int) -> str:
     return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+def where_text(info) -> str:
+    """The backend part of the status line: the GPU and its layers, or the CPU and, briefly, why."""
+    if info.backend == "CPU":
+        # A CPU-only build is a choice; a GPU backend that found nothing usable is worth a word.
+        return "CPU" if not info.gpu_note or "built for the CPU only" in info.gpu_note else "CPU (no usable GPU)"
+    device = info.device if len(info.device) <= 32 else info.device[:31] + "…"
+    layers = f"{info.target_gpu_layers}/{info.target_layers + 1} layers on GPU"
+    if info.draft_name:
+        layers += f" (draft {info.draft_gpu_layers}/{info.draft_layers + 1})"
+    return f"{info.backend} · {device} · {layers}"
+
+
+def where_tip(info) -> str:
+    if info.backend == "CPU":
+        return f"Running on the CPU: {info.gpu_note}." if info.gpu_note else "Running on the CPU."
+    memory = f"{gigabytes(info.vram_free)} of {gigabytes(info.vram_total)} GPU memory free with the models loaded"
+    return f"{info.backend}: {info.device}; {memory}." + (f"\n{info.gpu_note}." if info.gpu_note else "")
 
 
 class StatusBar(QStatusBar):
@@ -68,12 +87,9 @@ class StatusBar(QStatusBar):
         else:
             draft = f"  +  draft {info.draft_name}" if info.draft_name else "  ·  no draft model"
             self.models.setText(f"{info.target_name}{draft}")
-            gpu = f"{info.target_gpu_layers}/{info.target_layers} layers on GPU"
-            if info.draft_name and info.backend != "CPU":
-                gpu += f" (draft: {info.draft_gpu_layers})"
             amx = {"avoided": " · AMX off", "on": " · AMX on"}.get(info.amx, "")
-            self.backend.setText(f"{info.backend} · {gpu} · {info.n_threads} threads{amx} · context {info.n_ctx:,}")
-            self.backend.setToolTip(f"{BACKEND_TIP}\n{info.cpu_weights}")
+            self.backend.setText(f"{where_text(info)} · {info.n_threads} threads{amx} · context {info.n_ctx:,}")
+            self.backend.setToolTip(f"{BACKEND_TIP}\n{where_tip(info)}\n{info.cpu_weights}")
             self.model_bytes = info.memory_bytes
         self.refresh_memory()
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from engine import cpu_weights
+from engine.cli import gpu_layers_arg
 from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams
 from engine.engine import Engine
 from engine.events import DoneEvent, TokenEvent
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7])
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
     parser.add_argument("--prompts", help="only these prompt ids (comma-separated)")
-    parser.add_argument("--gpu-layers", type=int, default=0)
+    gpu_layers_arg(parser)
     parser.add_argument("--threads", type=int)
     parser.add_argument("--allow-amx", action="store_true", help="let llama.cpp use AMX (crash-prone, see engine info)")
     parser.add_argument("--ctx", type=int, default=4096)
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     configs = [c for c in args.configs.split(",") if c]
     info = engine.info
     print(
-        f"# {info.target_name} + {info.draft_name}; backend {info.backend}, {info.n_threads} threads; "
+        f"# {info.target_name} + {info.draft_name}; {info.placement()}, {info.n_threads} threads; "
         f"{len(prompts)} prompts, max {args.max_tokens} tokens, {args.repeats} run(s) each",
         flush=True,
     )
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 n_ctx=args.ctx,
                 n_threads=engine.target.n_threads,
                 n_threads_batch=engine.target.n_threads,
-                n_gpu_layers=args.gpu_layers,
+                n_gpu_layers=engine.target.gpu_layers,  # what auto gave the engine's target
                 n_batch=512,
                 verbose=False,
             )

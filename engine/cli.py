@@ -9,7 +9,16 @@ import os
 import sys
 import threading
 
-from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams, TokenSource
+from engine.config import (
+    GPU_LAYERS_ALL,
+    GPU_LAYERS_AUTO,
+    ChatMessage,
+    DrafterMode,
+    ModelSpec,
+    SamplingParams,
+    SpecParams,
+    TokenSource,
+)
 from engine.errors import EngineError
 from engine.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
 
@@ -34,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--seed", type=int)
         p.add_argument("--max-tokens", type=int, default=1024)
         p.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
-        p.add_argument("--gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all)")
+        gpu_layers_arg(p)
         p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
         amx_arg(p)
         p.add_argument("--system", help="system prompt")
@@ -50,8 +59,31 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("starter", help="assemble the offline starter models into the model folder")
     info = sub.add_parser("info", help="what this machine and llama.cpp build offer, and what Specula decides")
     info.add_argument("--model", help="also show how this GGUF file would be laid out")
+    info.add_argument("--draft", help="with --model: also show where this draft would go")
+    info.add_argument("--ctx", type=int, default=4096, help="context size in tokens, for the GPU fit")
+    gpu_layers_arg(info)
     amx_arg(info)
     return parser
+
+
+def gpu_layers(text: str) -> int:
+    """'auto' (fit free GPU memory), 'all', or a count (0: the CPU only)."""
+    named = {"auto": GPU_LAYERS_AUTO, "all": GPU_LAYERS_ALL, "-1": GPU_LAYERS_ALL}
+    if text.lower() in named:
+        return named[text.lower()]
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError("expected 'auto', 'all' or a number of layers")
+    return int(text)
+
+
+def gpu_layers_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--gpu-layers",
+        type=gpu_layers,
+        default=GPU_LAYERS_AUTO,
+        metavar="N|auto|all",
+        help="layers of each model on the GPU: auto (default) fits free GPU memory; 0 keeps them on the CPU",
+    )
 
 
 AMX_NOTE = {"avoided": " (AMX off: llama.cpp #20824)", "on": " (AMX on)"}
@@ -99,13 +131,16 @@ def cmd_starter() -> int:
 def cmd_info(args) -> int:
     import llama_cpp
 
-    from engine import cpu_weights
-    from engine.runner import backend_name, default_threads
+    from engine import backends, cpu_weights
+    from engine.runner import default_threads
 
+    found = backends.current()
     print(f"llama.cpp:    {llama_cpp.llama_print_system_info().decode(errors='replace').strip()}")
-    print(
-        f"backend:      {backend_name()} (GPU offload {'built in' if llama_cpp.llama_supports_gpu_offload() else 'not built in'})"
-    )
+    build = "backends loaded at run time: " + ", ".join(found.modules) if found.dynamic else "backends built in"
+    print(f"backend:      {found.summary()} ({build})")
+    for device in found.devices:
+        memory = f"{backends.gib(device.free_bytes)} free of {backends.gib(device.total_bytes)}"
+        print(f"device:       {device.name}: {device.description} ({device.kind}, {memory})")
     print(f"threads:      {default_threads()} by default")
     buffers = cpu_weights.offered_buffers()
     print(f"CPU buffers:  {', '.join(buffers) or 'none'} offered by llama.cpp")
@@ -116,13 +151,26 @@ def cmd_info(args) -> int:
     else:
         print(f"AMX:          off: its batched kernels crash ({cpu_weights.AMX_ISSUE}); --allow-amx turns it on")
     if args.model:
-        from engine.gguf import read_header
-
-        header = read_header(args.model)
-        placement = cpu_weights.plan(header.tensors, header.n_layers or 0, 0, args.allow_amx)
-        print(f"model:        {header.name}, {header.architecture}, {header.quantization}, {header.file_size:,} bytes")
-        print(f"              {placement.summary}")
+        print_layout(args, found.gpu)
     return 0
+
+
+def print_layout(args, gpu) -> None:
+    """Where --model (and --draft) would go: GPU layers by the same plan a load uses, CPU buffers."""
+    from engine import cpu_weights, offload
+    from engine.gguf import read_header
+
+    header = read_header(args.model)
+    draft = read_header(args.draft) if args.draft else None
+    costs = offload.layer_costs(header, args.ctx)
+    draft_costs = offload.layer_costs(draft, args.ctx) if draft else None
+    placed = offload.plan(costs, args.gpu_layers, draft_costs, args.gpu_layers, gpu.free_bytes if gpu else None)
+    placement = cpu_weights.plan(header.tensors, header.n_layers or 0, placed.target_layers, args.allow_amx)
+    print(f"model:        {header.name}, {header.architecture}, {header.quantization}, {header.file_size:,} bytes")
+    print(f"GPU layers:   target {placed.target_layers}/{costs.all_layers}", end="")
+    print(f", draft {placed.draft_layers}/{draft_costs.all_layers}" if draft_costs else "", end="")
+    print(f" ({placed.note})" if placed.note else "" if gpu else " (no GPU)")
+    print(f"              {placement.summary}")
 
 
 def load_engine(args):
@@ -148,7 +196,7 @@ def load_engine(args):
     engine = Engine(ModelSpec(model, **common), ModelSpec(draft, **common) if draft else None)
     info = engine.info
     print(
-        f"backend {info.backend}, {info.target_gpu_layers}/{info.target_layers} layers on GPU, "
+        f"{info.placement()}, "
         f"{info.n_threads} threads{AMX_NOTE.get(info.amx, '')}, context {info.n_ctx}; target step "
         f"{engine.speculator.costs.step_s * 1000:.1f} ms",
         file=sys.stderr,

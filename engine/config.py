@@ -64,12 +64,16 @@ class SpecParams:
         return replace(self, **changes)
 
 
+GPU_LAYERS_ALL = -1  # every layer, the output layer included
+GPU_LAYERS_AUTO = -2  # as many as fit in free GPU memory (engine/offload.py)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One GGUF file and how to load it."""
 
     path: str
-    n_gpu_layers: int = 0  # -1: all layers
+    n_gpu_layers: int = GPU_LAYERS_AUTO  # a count, GPU_LAYERS_ALL or GPU_LAYERS_AUTO; 0: the CPU only
     n_ctx: int = 4096
     n_threads: int | None = None  # None: physical cores as llama.cpp counts them
     n_batch: int = 512

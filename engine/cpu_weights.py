@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import glob
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import llama_cpp
+
+from engine import backends
+from engine.backends import ggml_function
 
 AMX_ISSUE = "llama.cpp issue #20824"
 AMX_BUFFER, REPACK_BUFFER = "AMX", "CPU_REPACK"
@@ -35,8 +36,6 @@ _MATMUL_2D = ("attn_q", "attn_k", "attn_v", "attn_qkv", "attn_output", "ffn_gate
               "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp")  # fmt: skip
 _MATMUL_3D = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
 _LAYER_TENSOR = re.compile(r"blk\.(\d+)\.(\w+)\.weight")
-
-_GPU_DEVICE_TYPES = (1, 2)  # GGML_BACKEND_DEVICE_TYPE_GPU, _IGPU
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,7 @@ def _repackable(tensor, features: dict[str, str]) -> bool:
 def _layers_on_cpu(n_layers: int, n_gpu_layers: int) -> int:
     """How many layers, counted from the first, llama.cpp keeps on the CPU (the output layer is
     layer n_layers): its load_tensors sends the last n_gpu_layers of the n_layers + 1 to a GPU."""
-    if n_gpu_layers == 0 or not llama_cpp.llama_supports_gpu_offload() or not _has_gpu_device():
+    if n_gpu_layers == 0 or not llama_cpp.llama_supports_gpu_offload() or not backends.gpu_device_handles():
         return n_layers + 1
     requested = n_layers + 1 if n_gpu_layers < 0 else n_gpu_layers
     return max(n_layers + 1 - requested, 0)
@@ -143,48 +142,20 @@ class llama_model_tensor_buft_override(ctypes.Structure):  # noqa: N801 - llama.
 @functools.cache
 def extra_buffer_types() -> dict[str, int]:
     """The CPU device's extra buffer types by name ("AMX", "CPU_REPACK"), as llama.cpp would use them."""
-    llama_cpp.llama_backend_init()
-    dev = _ggml("ggml_backend_dev_by_type", ctypes.c_void_p, [ctypes.c_int])(0)  # the CPU device
+    backends.ensure_cpu()
+    dev = ggml_function("ggml_backend_dev_by_type", ctypes.c_void_p, [ctypes.c_int])(0)  # the CPU device
     if not dev:
         return {}
-    reg = _ggml("ggml_backend_dev_backend_reg", ctypes.c_void_p, [ctypes.c_void_p])(dev)
-    get_proc = _ggml("ggml_backend_reg_get_proc_address", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p])
+    reg = ggml_function("ggml_backend_dev_backend_reg", ctypes.c_void_p, [ctypes.c_void_p])(dev)
+    get_proc = ggml_function("ggml_backend_reg_get_proc_address", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p])
     address = get_proc(reg, b"ggml_backend_dev_get_extra_bufts")
     if not address:
         return {}
     get_extra = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)(address)
-    name_of = _ggml("ggml_backend_buft_name", ctypes.c_char_p, [ctypes.c_void_p])
+    name_of = ggml_function("ggml_backend_buft_name", ctypes.c_char_p, [ctypes.c_void_p])
     found, bufts = {}, get_extra(dev)
     for i in range(64):
         if not bufts or not bufts[i]:
             break
         found[name_of(bufts[i]).decode()] = bufts[i]
     return found
-
-
-@functools.cache
-def _has_gpu_device() -> bool:
-    count = _ggml("ggml_backend_dev_count", ctypes.c_size_t, [])()
-    get = _ggml("ggml_backend_dev_get", ctypes.c_void_p, [ctypes.c_size_t])
-    kind = _ggml("ggml_backend_dev_type", ctypes.c_int, [ctypes.c_void_p])
-    return any(kind(get(i)) in _GPU_DEVICE_TYPES for i in range(count))
-
-
-def _ggml(name: str, restype, argtypes):
-    """A function of the ggml libraries that llama-cpp-python loaded (from its own lib folder)."""
-    for lib in _ggml_libraries():
-        function = getattr(lib, name, None)
-        if function is not None:
-            function.restype, function.argtypes = restype, argtypes
-            return function
-    raise OSError(f"{name} not found in llama-cpp-python's ggml libraries")
-
-
-@functools.cache
-def _ggml_libraries() -> list[ctypes.CDLL]:
-    loaded = getattr(getattr(llama_cpp.llama_cpp, "_lib", None), "_name", None)  # llama-cpp-python's libllama
-    if not loaded:
-        return []
-    folder = os.path.dirname(loaded)
-    names = [p for p in glob.glob(os.path.join(folder, "*ggml*")) if re.search(r"ggml(-base)?\.(so|dylib|dll)$", p)]
-    return [ctypes.CDLL(p) for p in sorted(names)]

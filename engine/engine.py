@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from engine import backends, offload
 from engine.chat_template import ChatFormatter
 from engine.compat import check_compatible
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
@@ -40,6 +42,20 @@ class EngineInfo:
     calibration: dict
     cpu_weights: str = ""  # how the target's CPU weights are laid out, AMX decision included
     amx: str = "none"  # "none", "avoided" (llama.cpp's AMX path crashes) or "on"
+    draft_layers: int = 0
+    device: str = ""  # the GPU's name when one is used: "NVIDIA GeForce RTX 3060"
+    vram_total: int = 0  # bytes, 0 without a GPU
+    vram_free: int = 0  # bytes free after loading
+    gpu_note: str = ""  # why there is no GPU, or why not everything is on it
+
+    def placement(self) -> str:
+        """Where the models run, in a line: "Vulkan (llvmpipe), 31/31 layers on GPU (draft 31/31)" or "CPU (why)"."""
+        if self.backend == "CPU":
+            return f"CPU ({self.gpu_note})" if self.gpu_note else "CPU"
+        text = f"{self.backend} ({self.device}), {self.target_gpu_layers}/{self.target_layers + 1} layers on GPU"
+        if self.draft_name:
+            text += f" (draft {self.draft_gpu_layers}/{self.draft_layers + 1})"
+        return text + (f"; {self.gpu_note}" if self.gpu_note else "")
 
 
 class Engine:
@@ -73,14 +89,18 @@ class Engine:
             return progress
 
         target_info = read_header(target.path)
-        if draft is not None:
+        draft_info = read_header(draft.path) if draft is not None else None
+        if draft_info is not None:
             # Refuse an incompatible draft from the headers, before spending time loading it.
-            check_compatible(target_info, read_header(draft.path))
+            check_compatible(target_info, draft_info)
         self.draft = None
+        self.gpu = backends.ensure_loaded().gpu
+        target, draft, note = _place_on_gpu(target, target_info, draft, draft_info, self.gpu)
+        self.gpu_notes = [note] if note else []
         try:
-            self.target = _load(target, stage("Loading target"), cancelled)
+            self.target = _load(target, stage("Loading target"), cancelled, self.gpu_notes)
             if draft is not None:
-                self.draft = _load(draft, stage("Loading draft"), cancelled)
+                self.draft = _load(draft, stage("Loading draft"), cancelled, self.gpu_notes)
             report("Measuring this machine", 0.0)
             for runner in (self.target, self.draft):
                 if runner is not None:
@@ -107,10 +127,12 @@ class Engine:
     @property
     def info(self) -> EngineInfo:
         t, d = self.target, self.draft
+        gpu = backends.current().gpu if self.gpu else None  # free memory now, models loaded
+        uses_gpu = t.gpu_layers > 0 or (d is not None and d.gpu_layers > 0)
         return EngineInfo(
             target_name=t.info.name,
             draft_name=d.info.name if d else None,
-            backend=t.backend,
+            backend=gpu.backend if gpu and uses_gpu else "CPU",
             target_gpu_layers=t.gpu_layers,
             target_layers=t.n_layers,
             draft_gpu_layers=d.gpu_layers if d else 0,
@@ -120,6 +142,11 @@ class Engine:
             calibration=self.speculator.costs.as_dict(),
             cpu_weights=t.weights.summary,
             amx=t.weights.amx,
+            draft_layers=d.n_layers if d else 0,
+            device=gpu.description if gpu and uses_gpu else "",
+            vram_total=gpu.total_bytes if gpu and uses_gpu else 0,
+            vram_free=gpu.free_bytes if gpu and uses_gpu else 0,
+            gpu_note="; ".join(self.gpu_notes) if gpu else backends.ensure_loaded().gpu_problem,
         )
 
     def close(self) -> None:
@@ -207,13 +234,51 @@ class Engine:
         return tokens, dropped
 
 
-def _load(spec: ModelSpec, progress: Callable[[float], bool], cancelled: Callable[[], bool]) -> ModelRunner:
-    """A ModelRunner; a load abandoned by the progress callback is reported as cancelled, not failed."""
-    if cancelled():
-        raise OperationCancelled("Loading the models was cancelled.")
-    try:
-        return ModelRunner(spec, progress)
-    except ModelLoadError:
+def _place_on_gpu(target: ModelSpec, target_info, draft: ModelSpec | None, draft_info, gpu) -> tuple:
+    """Resolve "auto" GPU layers for both models together (offload.plan): (target, draft, note)."""
+    if gpu is None:
+        return target, draft, ""
+    placed = offload.plan(
+        offload.layer_costs(target_info, target.n_ctx, target.n_batch),
+        target.n_gpu_layers,
+        offload.layer_costs(draft_info, draft.n_ctx, draft.n_batch) if draft else None,
+        draft.n_gpu_layers if draft else 0,
+        gpu.free_bytes,
+    )
+    target = target.with_(n_gpu_layers=placed.target_layers)
+    draft = draft.with_(n_gpu_layers=placed.draft_layers) if draft else None
+    return target, draft, placed.note
+
+
+def _load(
+    spec: ModelSpec, progress: Callable[[float], bool], cancelled: Callable[[], bool], notes: list[str]
+) -> ModelRunner:
+    """A ModelRunner; a load abandoned by the progress callback is reported as cancelled, not failed.
+
+    Out of GPU memory, the load is retried with half the GPU layers (down to none), and notes says so.
+    """
+    first_try = spec.n_gpu_layers
+    while True:
         if cancelled():
-            raise OperationCancelled("Loading the models was cancelled.") from None
-        raise
+            raise OperationCancelled("Loading the models was cancelled.")
+        try:
+            runner = ModelRunner(spec, progress)
+        except ModelLoadError as error:
+            if cancelled():
+                raise OperationCancelled("Loading the models was cancelled.") from None
+            layers = _resolved_layers(spec)
+            if not error.out_of_memory or layers == 0 or backends.ensure_loaded().gpu is None:
+                raise
+            log.warning("%s; retrying with %d GPU layers", error, layers // 2)
+            spec = spec.with_(n_gpu_layers=layers // 2)
+            continue
+        if spec.n_gpu_layers != first_try:
+            name = os.path.basename(spec.path)
+            notes.append(f"{name}: the GPU ran out of memory, so {runner.gpu_layers} of its layers are on it")
+        return runner
+
+
+def _resolved_layers(spec: ModelSpec) -> int:
+    if spec.n_gpu_layers >= 0:
+        return spec.n_gpu_layers
+    return (read_header(spec.path).n_layers or 0) + 1

@@ -31,6 +31,7 @@ class ModelLoadError(EngineError):
     """llama.cpp could not load a file that looked valid (unsupported architecture, out of memory)."""
 
     hint = "Try fewer GPU layers, a smaller context, or a smaller quantization."
+    out_of_memory = False  # set when llama.cpp could not allocate: retrying with fewer GPU layers may work
 
 
 class IncompatibleDraftError(EngineError):

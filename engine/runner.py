@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import llama_cpp
 import numpy as np
 
-from engine import cpu_weights, llama_log
+from engine import backends, cpu_weights, llama_log, offload
 from engine.config import ModelSpec
 from engine.errors import ContextFullError, DecodeError, ModelLoadError
 from engine.gguf import GGUFInfo, read_header
@@ -43,14 +43,9 @@ def default_threads() -> int:
 
 
 def backend_name() -> str:
-    """The GPU backend this llama.cpp build has, or CPU."""
-    info = llama_cpp.llama_print_system_info().decode(errors="replace").upper()
-    if not llama_cpp.llama_supports_gpu_offload():
-        return "CPU"
-    for name in ("CUDA", "METAL", "VULKAN", "HIP", "SYCL"):
-        if name in info:
-            return "Metal" if name == "METAL" else name
-    return "GPU"
+    """The GPU backend in use ("Vulkan", "CUDA", "Metal"...), or CPU when there is no GPU."""
+    gpu = backends.ensure_loaded().gpu
+    return gpu.backend if gpu is not None else "CPU"
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -63,14 +58,18 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 # llama.cpp's words for running out of memory; any other load failure is about the file itself.
 _MEMORY_WORDS = re.compile(r"alloc|out of memory|not enough memory", re.I)
-FILE_HINT = "The file may be damaged or made for another version of llama.cpp: choose another GGUF file, or download it again."
+FILE_HINT = (
+    "The file may be damaged or made for another version of llama.cpp: choose another GGUF file, or download it again."
+)
 
 
 def _load_failure(path: str, reason: str) -> ModelLoadError:
     """The error for a model llama.cpp refused, with advice that fits the reason."""
     name = os.path.basename(path)
     if reason and _MEMORY_WORDS.search(reason):
-        return ModelLoadError(f"Could not load {name}: {reason}.")  # the default hint: fewer layers, smaller
+        error = ModelLoadError(f"Could not load {name}: {reason}.")  # the default hint: fewer layers, smaller
+        error.out_of_memory = True
+        return error
     return ModelLoadError(f"Could not load {name}: {reason or 'llama.cpp refused the file'}.", hint=FILE_HINT)
 
 
@@ -81,6 +80,7 @@ class ModelRunner:
         global _backend_ready
         llama_log.install()
         if not _backend_ready:
+            backends.ensure_loaded()  # before llama.cpp looks for devices
             llama_cpp.llama_backend_init()
             _backend_ready = True
         self._model = self._ctx = self._batch = None  # before anything can fail: close() runs on error
@@ -90,8 +90,14 @@ class ModelRunner:
         mark = llama_log.mark()
 
         mparams = llama_cpp.llama_model_default_params()
-        mparams.n_gpu_layers = 0x7FFFFFFF if spec.n_gpu_layers < 0 else spec.n_gpu_layers
-        self.weights = cpu_weights.plan(self.info.tensors, self.info.n_layers or 0, spec.n_gpu_layers, spec.allow_amx)
+        n_gpu_layers = self._gpu_layers_for(spec)
+        mparams.n_gpu_layers = n_gpu_layers
+        if n_gpu_layers == 0:
+            # No device list at all, not just no layers: otherwise llama.cpp still sends large
+            # batches of CPU weights through the GPU ("op offload") and keeps buffers there.
+            self._no_devices = (ctypes.c_void_p * 1)()
+            mparams.devices = ctypes.cast(self._no_devices, ctypes.c_void_p)
+        self.weights = cpu_weights.plan(self.info.tensors, self.info.n_layers or 0, n_gpu_layers, spec.allow_amx)
         keep_alive = cpu_weights.apply(self.weights, mparams)  # noqa: F841 - read by llama.cpp during the load
         if progress is not None:
             # Keep the ctypes callback alive as long as the load runs. A progress function that
@@ -122,20 +128,22 @@ class ModelRunner:
         if not self._ctx:
             reason = llama_log.errors_since(mark) or "out of memory?"
             self.close()
-            raise ModelLoadError(
+            error = ModelLoadError(
                 f"Could not create a {spec.n_ctx}-token context for {os.path.basename(spec.path)}: {reason}."
             )
+            error.out_of_memory = True  # the KV cache and compute buffers are all a context allocates
+            raise error
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self._mem = llama_cpp.llama_get_memory(self._ctx)
         # llama.cpp clamps the batch to the context size; decoding more at once aborts the process.
         self.n_batch = min(llama_cpp.llama_n_batch(self._ctx), llama_cpp.llama_n_ubatch(self._ctx))
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self.n_layers = llama_cpp.llama_model_n_layer(self._model)
-        offload = llama_log.offloaded_layers(mark)  # what llama.cpp says it did, when it says so
-        if offload:
-            self.gpu_layers = offload[0]
+        offloaded = llama_log.offloaded_layers(mark)  # what llama.cpp says it did, when it says so
+        if offloaded:
+            self.gpu_layers = offloaded[0]
         elif llama_cpp.llama_supports_gpu_offload():
-            self.gpu_layers = min(mparams.n_gpu_layers, self.n_layers + 1)  # + the output layer
+            self.gpu_layers = min(n_gpu_layers, self.n_layers + 1)  # + the output layer
         else:
             self.gpu_layers = 0
         self.backend = backend_name() if self.gpu_layers else "CPU"
@@ -143,6 +151,20 @@ class ModelRunner:
         self._eog: dict[int, bool] = {}
         self.bos_id = llama_cpp.llama_vocab_bos(self.vocab)
         self.n_decoded = 0  # tokens decoded over this runner's life (for profiling)
+
+    def _gpu_layers_for(self, spec: ModelSpec) -> int:
+        """spec.n_gpu_layers as llama.cpp takes it: "all" and "auto" resolved (auto: what fits alone)."""
+        gpu = backends.ensure_loaded().gpu
+        if gpu is None:
+            return 0
+        n_layers = self.info.n_layers or 0
+        if spec.n_gpu_layers == offload.GPU_LAYERS_AUTO:
+            costs = offload.layer_costs(self.info, spec.n_ctx, spec.n_batch)
+            free = backends.current().gpu.free_bytes
+            return offload.plan(costs, offload.GPU_LAYERS_AUTO, None, 0, free).target_layers
+        if spec.n_gpu_layers < 0:
+            return n_layers + 1
+        return min(spec.n_gpu_layers, n_layers + 1)
 
     # -- lifecycle -------------------------------------------------------------------------
 

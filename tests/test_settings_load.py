@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from app.settings import RANGES, ModelSettings, Settings
+from app.settings import RANGES, VERSION, ModelSettings, Settings
+from engine.config import GPU_LAYERS_AUTO
 
 
 def write(path, data) -> None:
@@ -48,10 +49,23 @@ def test_model_placement_is_checked_too(tmp_path):
     path = tmp_path / "settings.json"
     write(path, {"target": {"path": "/m/t.gguf", "threads": -3, "gpu_layers": -9}, "draft": {"gpu_layers": 5000}})
     loaded = Settings.load(path)
-    assert loaded.target == ModelSettings("/m/t.gguf", gpu_layers=-1, threads=0)
+    assert loaded.target == ModelSettings("/m/t.gguf", gpu_layers=GPU_LAYERS_AUTO, threads=0)
     assert loaded.draft.gpu_layers == RANGES["gpu_layers"][1]
     notice = loaded.load_notices[0]
     assert "target.threads" in notice and "target.gpu_layers" in notice and "draft.gpu_layers" in notice
+
+
+def test_gpu_layers_of_0_from_before_the_gpu_build_mean_auto(tmp_path):
+    # Version 1 files (no "version") hold 0 because it was the default of an app that never used a GPU.
+    path = tmp_path / "settings.json"
+    write(path, {"target": {"path": "/m/t.gguf", "gpu_layers": 0}, "draft": {"path": "/m/d.gguf", "gpu_layers": 7}})
+    loaded = Settings.load(path)
+    assert (loaded.target.gpu_layers, loaded.draft.gpu_layers, loaded.version) == (GPU_LAYERS_AUTO, 7, VERSION)
+    assert list(loaded.load_notices) == []
+    # Saved again, a 0 chosen now means the CPU only.
+    loaded.target.gpu_layers = 0
+    loaded.save(path)
+    assert Settings.load(path).target.gpu_layers == 0
 
 
 def test_valid_settings_load_silently(tmp_path):

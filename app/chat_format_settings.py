@@ -28,14 +28,14 @@ class ChatFormatControls(QWidget):
         self.format.addItem("Jinja template of your own…", CUSTOM)
         self.format.currentIndexChanged.connect(self._show_jinja)
         form.addRow("Chat format", self.format)
+        self.for_file = QLabel()
+        self.for_file.setWordWrap(True)
+        form.addRow("", self.for_file)
         self.jinja = QPlainTextEdit()
         self.jinja.setPlaceholderText("{% for message in messages %}…{% endfor %}")
         self.jinja.setToolTip("A Hugging Face style chat template: messages, add_generation_prompt, bos_token, eos_token.")
         self.jinja.setFixedHeight(self.fontMetrics().lineSpacing() * 8)
         form.addRow("", self.jinja)
-        self.for_file = QLabel()
-        self.for_file.setWordWrap(True)
-        form.addRow("", self.for_file)
         self.show_reasoning = QCheckBox("Show the thinking of reasoning models")
         self.show_reasoning.setToolTip(
             "Reasoning models (Qwen 3, DeepSeek-R1…) think before they answer: shown in a section above the answer "

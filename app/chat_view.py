@@ -281,6 +281,7 @@ class Notice(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         layout = QHBoxLayout(self)
         self.label = QLabel(error_html(text) if kind == "error" else html.escape(text).replace("\n", "<br>"))
+        self.label.setTextFormat(Qt.TextFormat.RichText)  # escaped text: never shown as "&#x27;"
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.label, 1)

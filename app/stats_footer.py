@@ -50,7 +50,12 @@ def figures(stats: AnswerStats) -> list[tuple[str, str]]:
     else:
         items.append(("nothing drafted", "No draft tokens: speculation was off, or auto mode chose plain decoding."))
     items.append((f"{stats.gen_tps:.1f} tok/s", "Tokens per second while generating (after the prompt)."))
-    items.append((f"{stats.n_tokens} token{'' if stats.n_tokens == 1 else 's'}", "Tokens in this answer."))
+    tokens = f"{stats.n_tokens} token{'' if stats.n_tokens == 1 else 's'}"
+    if stats.n_reasoning_tokens:
+        thinking = f"; {stats.n_reasoning_tokens} of them thinking, for {stats.reasoning_s:.1f} s"
+        items.append((f"{tokens} ({stats.n_reasoning_tokens} thinking)", f"Tokens in this answer{thinking}."))
+    else:
+        items.append((tokens, "Tokens in this answer."))
     if stats.ttft_s:
         items.append(
             (

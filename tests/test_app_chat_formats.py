@@ -73,6 +73,7 @@ def test_thinking_streams_open_then_collapses_when_the_answer_starts(qtbot, make
     assert stored.reasoning and "think>" not in stored.reasoning + stored.content
     assert stored.content == widget.body.plain_text() and stored.reasoning not in stored.content
     assert 0 < stored.stats.n_reasoning_tokens < stored.stats.n_tokens
+    assert f"({stored.stats.n_reasoning_tokens} thinking)" in " ".join(widget.footer.figure_texts())
     widget.thinking.toggle.click()
     assert not widget.thinking.collapsed and widget.thinking.label.text() == stored.reasoning
     # The setting hides it.

@@ -20,7 +20,10 @@ def to_markdown(conversation: Conversation, messages: Sequence[Message]) -> str:
             continue
         name = m.params.get("target") or "Assistant"
         draft = m.params.get("draft")
-        out += [f"## {name}" + (f" (draft: {draft})" if draft else ""), "", m.content, ""]
+        out += [f"## {name}" + (f" (draft: {draft})" if draft else ""), ""]
+        if m.reasoning:  # folded, as in the app (GitHub and most Markdown viewers honour <details>)
+            out += ["<details><summary>Thinking</summary>", "", m.reasoning, "", "</details>", ""]
+        out += [m.content, ""]
         if m.error:
             out += [f"> **Error:** {m.error.splitlines()[0]}", ""]
         if not m.complete:
@@ -49,6 +52,7 @@ def to_json(conversation: Conversation, messages: Sequence[Message]) -> str:
             {
                 "role": m.role,
                 "content": m.content,
+                "reasoning": m.reasoning,
                 "created": m.created,
                 "complete": m.complete,
                 "finish_reason": m.finish_reason,

@@ -110,3 +110,17 @@ def test_settings_chat_tab_remembers_a_format_per_model_file(qtbot, tmp_path, sm
         smollm2_path: "{% for m in messages %}{{ m.content }}{% endfor %}",
     }
     assert result.show_reasoning is False and result.chat_template() == result.chat_templates[smollm2_path]
+
+
+def test_exports_keep_the_thinking_apart_from_the_answer():
+    import json
+
+    from app.export import to_json, to_markdown
+    from app.store import Conversation, Message
+
+    conv = Conversation(1, "Sums", 0.0, 0.0)
+    answer = Message(2, 1, "assistant", "It is 4.", reasoning="2 and 2 make 4.")
+    md = to_markdown(conv, [Message(1, 1, "user", "2+2?"), answer])
+    assert "<details><summary>Thinking</summary>\n\n2 and 2 make 4.\n\n</details>\n\nIt is 4." in md
+    data = json.loads(to_json(conv, [answer]))
+    assert data["messages"][0]["reasoning"] == "2 and 2 make 4." and data["messages"][0]["content"] == "It is 4."

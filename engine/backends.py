@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 import llama_cpp
 
+from engine import llama_log
+
 # ggml_backend_dev_type
 DEVICE_TYPES = {0: "CPU", 1: "GPU", 2: "integrated GPU", 3: "accelerator", 4: "meta"}
 GPU_TYPES = (1, 2)
@@ -104,6 +106,7 @@ def loaded() -> Backends | None:
 
 def ensure_cpu() -> None:
     """Only the CPU backend, loaded in a few milliseconds (enough to ask it about CPU buffers)."""
+    llama_log.install()  # ggml's messages about loading go to the log, not the terminal
     with _lock:
         if _loaded is None and not _cpu_modules and _registered() == 0:
             _cpu_modules.extend(_load_cpu())
@@ -283,9 +286,16 @@ def ggml_function(name: str, restype, argtypes):
 
 @functools.cache
 def _ggml_libraries() -> list[ctypes.CDLL]:
-    folder = library_folder()
-    names = [p for p in glob.glob(os.path.join(folder, "*ggml*")) if re.search(r"ggml(-base)?\.(so|dylib|dll)$", p)]
-    return [ctypes.CDLL(p) for p in sorted(names)]
+    """libggml-base and libggml: the very files libllama loaded. A wheel cannot hold symlinks, so
+    libggml.so and libggml.so.0 are two copies there; only the soname libllama asked for (.so.0)
+    shares its backend registry with llama.cpp."""
+    files = [os.path.basename(p) for p in glob.glob(os.path.join(library_folder(), "*ggml*"))]
+    chosen = []
+    for base in ("ggml-base", "ggml"):
+        versioned = sorted(f for f in files if re.fullmatch(rf"lib{base}\.so\.\d+", f))
+        plain = sorted(f for f in files if re.fullmatch(rf"(lib)?{base}\.(so|dylib|dll)", f))
+        chosen += (versioned or plain)[:1]
+    return [ctypes.CDLL(os.path.join(library_folder(), f)) for f in chosen]
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ _backend_ready = False
 # Decodes of more tokens than this (prompt chunks) can be interrupted mid-way; shorter ones take
 # a few tens of milliseconds and the cancel flag is checked before each.
 ABORTABLE_BATCH = 32
+SLOW_DECODE_S = 0.5  # calibration times a decode this slow once, not `repeats` times
 
 
 class Cancelled(Exception):
@@ -300,20 +301,25 @@ class ModelRunner:
         """Median seconds for one decode of n tokens, for each n in sizes (calibration).
 
         The short context is evaluated once; each size then gets one warm-up (a first call of a
-        new size allocates) and `repeats` timed decodes, each rolled back before the next.
+        new size allocates) and `repeats` timed decodes, each rolled back before the next. On a
+        slow device (a decode over SLOW_DECODE_S) one timed decode is precise enough, and
+        repeating would make loading take minutes.
         """
         context = [min(1000 + i, self.n_vocab - 1) for i in range(16)]
         filler = [min(2000 + i, self.n_vocab - 1) for i in range(max(sizes))]
         self.eval(context, 0)
         result = {}
         for n in sizes:
-            times = []
+            times: list[float] = []
             for attempt in range(repeats + 1):
                 t0 = time.perf_counter()
                 self.eval(context + filler[:n], n)
-                if attempt:
-                    times.append(time.perf_counter() - t0)
+                elapsed = time.perf_counter() - t0
                 self.truncate(len(context))
+                if attempt:
+                    times.append(elapsed)
+                    if elapsed > SLOW_DECODE_S:
+                        break
             result[n] = float(np.median(times))
         self.reset()
         return result

@@ -27,7 +27,7 @@ def main(path: str, placement: str = "decided") -> None:
         cpu_weights.plan = lambda tensors, n_layers, n_gpu, _allow: cpu_weights.without_amx(tensors, n_layers, n_gpu)
     elif placement == "plain":
         cpu_weights.plan = lambda *_args: cpu_weights.WeightPlacement(False, summary="extra buffers off")
-    runner = ModelRunner(ModelSpec(path, n_ctx=512))
+    runner = ModelRunner(ModelSpec(path, n_ctx=512, n_gpu_layers=0))  # the CPU's weight placement is the subject
     prompt = runner.tokenize("def fibonacci(n):\n    return")
     argmax, logits = {}, {}
     for width in WIDTHS:

@@ -153,7 +153,10 @@ def test_max_tokens_ends_with_length(small_engine):
 
 def test_sampled_answers_are_reproducible_with_a_seed(small_engine):
     sampling = SamplingParams(temperature=0.9, seed=42, max_tokens=32)
-    spec = SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=3)
+    # Fixed draft length and confidence floor: an adaptive floor follows measured costs (wall-clock),
+    # and a draft cut one token shorter makes a narrower verification batch, whose logits round
+    # differently; at a near-tie that changes a sampled token. The seed fixes the sampling only.
+    spec = SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=3, draft_p_min=0.0)
     _, _, a = run(small_engine, sampling=sampling, spec=spec)
     _, _, b = run(small_engine, sampling=sampling, spec=spec)
     assert a.text == b.text and a.stats.n_drafted > 0

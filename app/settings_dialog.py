@@ -244,6 +244,13 @@ class SettingsDialog(QDialog):
             "older messages are left out when a conversation outgrows it."
         )
         form.addRow("Context size", self.context)
+        self.device = QLabel(device_line())
+        self.device.setWordWrap(True)
+        self.device.setToolTip(
+            "The GPU llama.cpp found (Vulkan, CUDA or Metal) and its free memory, or why the models run on "
+            "the CPU. Set both GPU layer counts to 0 to keep the models off the GPU."
+        )
+        form.addRow("GPU", self.device)
         self.target_gpu, self.target_threads = self._placement_controls("target")
         form.addRow("Target GPU layers", self.target_gpu)
         form.addRow("Target CPU threads", self.target_threads)
@@ -284,7 +291,7 @@ class SettingsDialog(QDialog):
         gpu.setToolTip(
             f"How many of the {which} model's layers to put on the GPU (Vulkan, CUDA, Metal). “auto” "
             "puts as many as fit in free GPU memory, the draft first; “all” offloads every layer; "
-            f"0 keeps the {which} on the CPU.\nNow: {device_line()}"
+            f"0 keeps the {which} on the CPU."
         )
         threads = QSpinBox()
         threads.setRange(*RANGES["threads"])

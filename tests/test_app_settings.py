@@ -172,3 +172,25 @@ def test_a_compatible_draft_chosen_outside_the_library_is_kept(qtbot, tmp_path, 
     assert dialog.draft_combo.currentData() == outside
     assert "cannot be used" not in dialog.hidden_label.text()
     assert dialog.result_settings().draft.path == outside
+
+
+def test_gpu_layers_read_auto_all_or_a_count_and_the_gpu_line_never_loads_a_driver(qtbot, library, qwen_paths):
+    from app.settings_dialog import GpuLayersBox
+    from engine import backends
+    from engine.config import GPU_LAYERS_ALL, GPU_LAYERS_AUTO
+
+    target = linked(library, qwen_paths[0])
+    settings = Settings(target=ModelSettings(target, gpu_layers=GPU_LAYERS_AUTO))
+    dialog = open_settings(qtbot, settings, library)
+    box = dialog.target_gpu
+    assert isinstance(box, GpuLayersBox) and box.text() == "auto"
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box.lineEdit(), "all")
+    box.interpretText()
+    assert box.value() == GPU_LAYERS_ALL and box.text() == "all"
+    box.setValue(12)
+    assert box.text() == "12"
+    assert dialog.result_settings().target.gpu_layers == 12
+    # The GPU line says what the engine found, or that it looks when a model loads: never probed here.
+    found = backends.loaded()
+    assert dialog.device.text() == (found.summary() if found else "the GPU is detected when a model first loads")

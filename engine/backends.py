@@ -173,21 +173,22 @@ def _probe_problem(backend: str, verdict: dict) -> str:
 def probe(module_path: str) -> dict:
     """Load a backend module in a child process and return what it found:
     {"devices": [...]} on success, {"error": ...} or {"crashed": ...} otherwise."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    if getattr(sys, "frozen", False):
+        env["PYINSTALLER_RESET_ENVIRONMENT"] = "1"  # a fresh start of the bundle, not a child of this one
     try:
         done = subprocess.run(
-            probe_command(module_path),
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            probe_command(module_path), capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env
         )
     except subprocess.TimeoutExpired:
         return {"crashed": f"no answer in {PROBE_TIMEOUT_S} s"}
     except OSError as e:
         return {"error": f"could not start the check: {e}"}
+    if done.returncode < 0:
+        return {"crashed": f"signal {-done.returncode}"}
     if done.returncode != 0:
-        how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit code {done.returncode}"
-        return {"crashed": how}
+        last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return {"error": f"the check failed: {last}"}
     try:
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -218,7 +219,7 @@ def _load_error(module_path: str) -> str:
     except OSError as e:
         missing = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", str(e))
         return f"{missing.group(1)} is missing (install the GPU's driver)" if missing else str(e)
-    return "no driver could be started (is the GPU's Vulkan/CUDA driver installed?)"
+    return "no driver could be started (is the GPU's driver installed?)"
 
 
 def list_devices() -> list[Device]:

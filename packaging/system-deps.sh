@@ -3,6 +3,9 @@
 #   bash packaging/system-deps.sh        Qt itself (even offscreen) and its xcb (X11) and wayland
 #                                        platform plugins: what `python -m app` needs on a desktop
 #   bash packaging/system-deps.sh --ci   also Xvfb and xdotool, for the tests that open a real window
+#   bash packaging/system-deps.sh --vulkan   what building llama.cpp with Vulkan needs (the loader,
+#                                        glslc, SPIR-V headers), and lavapipe, Mesa's software Vulkan
+#                                        device, to run the Vulkan backend without a GPU
 # The plugins' libraries were read from their ELF headers (app/platform_check.py lists them with
 # Fedora's package names). Elsewhere this prints what to install and carries on.
 set -u
@@ -14,7 +17,13 @@ packages=(
   libxcb-glx0 libx11-xcb1 libx11-6
   libwayland-client0 libwayland-cursor0 libwayland-egl1
 )
-[ "${1:-}" = "--ci" ] && packages+=(xvfb xdotool)
+for option in "$@"; do
+  case "$option" in
+    --ci) packages+=(xvfb xdotool) ;;
+    --vulkan) packages+=(libvulkan1 libvulkan-dev glslc spirv-headers mesa-vulkan-drivers) ;;
+    *) echo "unknown option: $option (--ci, --vulkan)"; exit 2 ;;
+  esac
+done
 if ! command -v apt-get >/dev/null || ! command -v dpkg-query >/dev/null; then
   echo "not Debian/Ubuntu: install Qt's system libraries with your package manager (see the README's Quick start)"
   exit 0

@@ -61,11 +61,17 @@ def test_auto_switches_to_lookup_when_the_answer_copies_the_prompt(small_engine)
 
 
 def test_auto_uses_a_cheap_draft_model_on_a_fast_accelerator(small_engine):
-    saved = with_costs(small_engine, FixedCosts({1: 0.010, 2: 0.0102, 4: 0.0105, 8: 0.011}, draft_step_s=0.001))
+    assert_auto_drafts_with_the_draft_model_at_gpu_costs(small_engine)
+
+
+def assert_auto_drafts_with_the_draft_model_at_gpu_costs(engine, sampling=GREEDY):
+    """A GPU verifies 8 tokens in about the time of one: drafting with the draft model must pay.
+    (tests/test_vulkan.py runs this on a real GPU backend too.)"""
+    saved = with_costs(engine, FixedCosts({1: 0.010, 2: 0.0102, 4: 0.0105, 8: 0.011}, draft_step_s=0.001))
     try:
-        done = answer(small_engine, [ChatMessage("user", "Tell me about the ocean.")])
+        done = answer(engine, [ChatMessage("user", "Tell me about the ocean.")], sampling=sampling)
     finally:
-        small_engine.speculator.costs = saved
+        engine.speculator.costs = saved
     assert done.stats.n_drafted > 0
     assert any(r[0] == "draft" and r[1] >= 2 for r in done.stats.rounds)
 

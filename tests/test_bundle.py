@@ -45,9 +45,9 @@ def bundle() -> Path:
     return BUNDLE
 
 
-def run_bundle(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def run_bundle(*args: str, cwd: Path, **env_changes: str) -> subprocess.CompletedProcess:
     # Away from the repo and without PYTHONPATH: the bundle must carry everything itself.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | env_changes
     return subprocess.run([str(EXE), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -56,6 +56,41 @@ def test_bundle_self_test_passes(bundle, smollm2_path, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("specula self-test OK:"), result.stdout
     assert "qt offscreen OK" in result.stdout
+
+
+VULKAN_BUILD = os.environ.get("SPECULA_VULKAN_TEST") == "1"  # .ci/run builds the bundle's llama.cpp with Vulkan
+needs_vulkan = pytest.mark.skipif(
+    not VULKAN_BUILD, reason="the bundle is built with Vulkan only with SPECULA_VULKAN_TEST=1"
+)
+
+
+@needs_vulkan
+def test_bundle_carries_llamas_backend_modules_but_not_the_vulkan_loader(bundle):
+    files = {p.name for p in (bundle / "_internal").rglob("*")}
+    assert {"libggml-cpu.so", "libggml-vulkan.so"} <= files
+    assert not [name for name in files if name.startswith("libvulkan.so")]  # the system's, matching its drivers
+
+
+@needs_vulkan
+def test_bundle_self_test_runs_on_the_vulkan_device(bundle, smollm2_path, tmp_path):
+    result = run_bundle("--self-test", smollm2_path, smollm2_path, cwd=tmp_path, GGML_VK_VISIBLE_DEVICES="0")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "backend Vulkan (" in result.stdout and "31/31 layers on GPU (draft 31/31)" in result.stdout, result.stdout
+
+
+@needs_vulkan
+def test_bundle_self_test_falls_back_to_the_cpu_without_a_vulkan_driver(bundle, smollm2_path, tmp_path):
+    nothing = str(tmp_path / "no-driver.json")
+    result = run_bundle(
+        "--self-test",
+        smollm2_path,
+        cwd=tmp_path,
+        GGML_VK_VISIBLE_DEVICES="0",
+        VK_ICD_FILENAMES=nothing,
+        VK_DRIVER_FILES=nothing,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "backend CPU (Vulkan is not available" in result.stdout, result.stdout
 
 
 def test_bundle_self_test_fails_on_a_bad_file(bundle, tmp_path):

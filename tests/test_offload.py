@@ -69,3 +69,40 @@ def test_explicit_counts_are_kept_and_auto_fits_around_them(costs):
     placed = offload.plan(t, 10, d, AUTO, free_for(t.bytes_for(10) + d.bytes_for(GPU_LAYERS_ALL)))
     assert (placed.target_layers, placed.draft_layers) == (10, d.all_layers)
     assert offload.plan(t, GPU_LAYERS_ALL, d, 0, 1 * GiB).target_layers == t.all_layers  # asked for: tried
+
+
+def test_out_of_gpu_memory_at_load_retries_with_half_the_layers_and_says_so(monkeypatch, smollm2_path):
+    """The retry loop, at the runner seam: a GPU that cannot hold more than 8 layers. (lavapipe, the
+    software device CI has, maps the model's memory instead of allocating and never runs out.)"""
+    from engine import backends
+    from engine import engine as engine_module
+    from engine.config import ModelSpec
+    from engine.errors import ModelLoadError
+
+    tried = []
+    real_runner = engine_module.ModelRunner
+
+    def runner(spec, progress=None):
+        tried.append(spec.n_gpu_layers)
+        if spec.n_gpu_layers == GPU_LAYERS_ALL or spec.n_gpu_layers > 8:
+            error = ModelLoadError("Could not load SmolLM2: unable to allocate Vulkan0 buffer.")
+            error.out_of_memory = True
+            raise error
+        return real_runner(spec.with_(n_gpu_layers=0), progress)  # no GPU here: what fits loads on the CPU
+
+    gpu = backends.Device("Vulkan0", "A small GPU", "GPU", "Vulkan", 1 << 30, 1 << 30)
+    monkeypatch.setattr(engine_module, "ModelRunner", runner)
+    monkeypatch.setattr(backends, "ensure_loaded", lambda: backends.Backends(True, (gpu,)))
+    notes: list[str] = []
+    loaded = engine_module._load(
+        ModelSpec(smollm2_path, n_ctx=512, n_gpu_layers=GPU_LAYERS_ALL), None, lambda: False, notes
+    )
+    try:
+        assert tried == [GPU_LAYERS_ALL, 15, 7]  # all (31), then halves
+        assert (
+            len(notes) == 1
+            and "the GPU ran out of memory" in notes[0]
+            and notes[0].startswith(smollm2_path.split("/")[-1])
+        )
+    finally:
+        loaded.close()

@@ -116,9 +116,13 @@ def _registered() -> int:
     return ggml_function("ggml_backend_reg_count", ctypes.c_size_t, [])()
 
 
+def _load_module(path: str) -> bool:
+    """ggml_backend_load: registers the module's backend in llama.cpp's registry."""
+    return bool(ggml_function("ggml_backend_load", ctypes.c_void_p, [ctypes.c_char_p])(os.fsencode(path)))
+
+
 def _load_cpu() -> list[str]:
-    load = ggml_function("ggml_backend_load", ctypes.c_void_p, [ctypes.c_char_p])
-    loaded = [path for path in module_files("cpu") if load(os.fsencode(path))]
+    loaded = [path for path in module_files("cpu") if _load_module(path)]
     if not loaded:
         raise OSError(f"llama.cpp's CPU backend could not be loaded from {library_folder()}")
     return loaded
@@ -134,10 +138,8 @@ def _load() -> Backends:
     if not _cpu_modules and _registered() > 0:
         # Backends linked in: the library registered them itself.
         devices = tuple(list_devices())
-        problem = "" if any(d.is_gpu for d in devices) else _no_gpu_reason(compiled_in=True)
-        return Backends(False, devices, problem)
+        return Backends(False, devices, "" if any(d.is_gpu for d in devices) else _linked_in_problem())
     ensure_cpu()
-    load = ggml_function("ggml_backend_load", ctypes.c_void_p, [ctypes.c_char_p])
     loaded, problems = list(_cpu_modules), []
     gpu_modules = [(name, path) for name in GPU_MODULES for path in module_files(name)]
     if os.environ.get(FORCE_CPU_ENV, "").lower() == "cpu":
@@ -146,20 +148,25 @@ def _load() -> Backends:
     for name, path in gpu_modules:
         verdict = probe(path)
         if verdict.get("devices"):
-            if load(os.fsencode(path)):
+            if _load_module(path):
                 loaded.append(path)
                 continue
             verdict = {"error": "it loaded in a test process but not here"}
         problems.append(_probe_problem(GPU_MODULES[name], verdict))
     devices = tuple(list_devices())
-    problem = "" if any(d.is_gpu for d in devices) else "; ".join(problems) or _no_gpu_reason(compiled_in=False)
+    problem = "" if any(d.is_gpu for d in devices) else "; ".join(problems) or "this llama.cpp has no GPU backend"
     return Backends(True, devices, problem, tuple(os.path.basename(p) for p in loaded))
 
 
-def _no_gpu_reason(compiled_in: bool) -> str:
-    if compiled_in:
+def _linked_in_problem() -> str:
+    """Why a build with linked-in backends has no GPU device: none built in, or none found."""
+    get = ggml_function("ggml_backend_reg_get", ctypes.c_void_p, [ctypes.c_size_t])
+    name = ggml_function("ggml_backend_reg_name", ctypes.c_char_p, [ctypes.c_void_p])
+    gpu_backends = [name(get(i)).decode() for i in range(_registered())]
+    gpu_backends = [b for b in gpu_backends if b not in ("CPU", "BLAS", "RPC")]
+    if not gpu_backends:
         return "this llama.cpp was built for the CPU only"
-    return "this llama.cpp has no GPU backend"
+    return f"no {' or '.join(gpu_backends)} GPU found"
 
 
 def _probe_problem(backend: str, verdict: dict) -> str:
@@ -203,8 +210,7 @@ def probe_command(module_path: str) -> list[str]:
 
 def probe_main(module_path: str) -> int:
     """In the child: load the module, list its devices as JSON on stdout."""
-    reg = ggml_function("ggml_backend_load", ctypes.c_void_p, [ctypes.c_char_p])(os.fsencode(module_path))
-    if not reg:
+    if not _load_module(module_path):
         print(json.dumps({"error": _load_error(module_path)}))
         return 0
     devices = [d.__dict__ for d in list_devices() if d.is_gpu]

@@ -104,7 +104,7 @@ def test_without_amx_nothing_changes(monkeypatch, qwen_paths):
 
 def test_layers_offloaded_to_a_gpu_are_not_pinned_to_the_cpu(amx_offered, monkeypatch, qwen_paths):
     monkeypatch.setattr(cpu_weights.llama_cpp, "llama_supports_gpu_offload", lambda: True)
-    monkeypatch.setattr(cpu_weights, "_has_gpu_device", lambda: True)
+    monkeypatch.setattr(cpu_weights.backends, "gpu_device_handles", lambda: [1])  # one GPU device
     header = read_header(qwen_paths[0])
     n = header.n_layers
     # llama.cpp puts the last 10 of the n + 1 layers (the output layer last) on the GPU.

@@ -40,7 +40,7 @@ args="-DGGML_VULKAN=on -DGGML_BACKEND_DL=on -DGGML_NATIVE=off -DVulkan_INCLUDE_D
 key=$(echo "$LLAMA_CPP_PYTHON $args $(glslc --version | head -1) $(uname -m)" | sha256sum | cut -c1-12)
 wheels="$CACHE/llama-vulkan-$key"
 if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
-  echo "building llama-cpp-python $LLAMA_CPP_PYTHON with Vulkan (about 15 minutes on 2 cores)"
+  echo "building llama-cpp-python $LLAMA_CPP_PYTHON with Vulkan (about 10 minutes on 2 cores)"
   rm -rf "$wheels.partial"
   CMAKE_ARGS="$args" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
     "$PYTHON" -m pip wheel --no-cache-dir --no-deps --no-binary llama-cpp-python -q \

@@ -36,10 +36,7 @@ def where_text(info) -> str:
         # A CPU-only build is a choice; a GPU backend that found nothing usable is worth a word.
         return "CPU" if not info.gpu_note or "built for the CPU only" in info.gpu_note else "CPU (no usable GPU)"
     device = info.device if len(info.device) <= 32 else info.device[:31] + "…"
-    layers = f"{info.target_gpu_layers}/{info.target_layers + 1} layers on GPU"
-    if info.draft_name:
-        layers += f" (draft {info.draft_gpu_layers}/{info.draft_layers + 1})"
-    return f"{info.backend} · {device} · {layers}"
+    return f"{info.backend} · {device} · {info.gpu_layers()}"
 
 
 def where_tip(info) -> str:

@@ -167,9 +167,11 @@ def print_layout(args, gpu) -> None:
     placed = offload.plan(costs, args.gpu_layers, draft_costs, args.gpu_layers, gpu.free_bytes if gpu else None)
     placement = cpu_weights.plan(header.tensors, header.n_layers or 0, placed.target_layers, args.allow_amx)
     print(f"model:        {header.name}, {header.architecture}, {header.quantization}, {header.file_size:,} bytes")
-    print(f"GPU layers:   target {placed.target_layers}/{costs.all_layers}", end="")
-    print(f", draft {placed.draft_layers}/{draft_costs.all_layers}" if draft_costs else "", end="")
-    print(f" ({placed.note})" if placed.note else "" if gpu else " (no GPU)")
+    layers = f"target {placed.target_layers}/{costs.all_layers}"
+    if draft_costs:
+        layers += f", draft {placed.draft_layers}/{draft_costs.all_layers}"
+    why = placed.note or ("" if gpu else "no GPU")
+    print(f"GPU layers:   {layers}" + (f" ({why})" if why else ""))
     print(f"              {placement.summary}")
 
 

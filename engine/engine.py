@@ -52,10 +52,12 @@ class EngineInfo:
         """Where the models run, in a line: "Vulkan (llvmpipe), 31/31 layers on GPU (draft 31/31)" or "CPU (why)"."""
         if self.backend == "CPU":
             return f"CPU ({self.gpu_note})" if self.gpu_note else "CPU"
-        text = f"{self.backend} ({self.device}), {self.target_gpu_layers}/{self.target_layers + 1} layers on GPU"
-        if self.draft_name:
-            text += f" (draft {self.draft_gpu_layers}/{self.draft_layers + 1})"
-        return text + (f"; {self.gpu_note}" if self.gpu_note else "")
+        return f"{self.backend} ({self.device}), {self.gpu_layers()}" + (f"; {self.gpu_note}" if self.gpu_note else "")
+
+    def gpu_layers(self) -> str:
+        """ "31/31 layers on GPU (draft 31/31)": each model's offloaded layers of all (the output layer counts)."""
+        text = f"{self.target_gpu_layers}/{self.target_layers + 1} layers on GPU"
+        return text + (f" (draft {self.draft_gpu_layers}/{self.draft_layers + 1})" if self.draft_name else "")
 
 
 class Engine:

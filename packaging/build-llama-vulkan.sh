@@ -31,7 +31,9 @@ bash packaging/system-deps.sh --vulkan
 headers="$CACHE/vulkan-headers-1.4.309"
 if [ ! -f "$headers/usr/include/vulkan/vulkan.hpp" ]; then
   deb="$CACHE/$(basename "$HEADERS_DEB")"
-  curl -fsSL --retry 3 -o "$deb" "http://deb.debian.org/debian/$HEADERS_DEB"
+  # Python's own downloader: a fresh machine need not have curl.
+  "$PYTHON" -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
+    "http://deb.debian.org/debian/$HEADERS_DEB" "$deb"
   echo "$HEADERS_SHA256  $deb" | sha256sum -c --quiet
   rm -rf "$headers" && dpkg-deb -x "$deb" "$headers" && rm "$deb"
 fi

@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from app.store import Message, Store, Token
+from engine import AnswerStats, DoneEvent, FinishReason, RoundEvent
 from engine.config import SamplingParams, SpecParams
-from engine.events import DoneEvent, FinishReason, RoundEvent
-from engine.metrics import AnswerStats
 
 FLUSH_S = 0.25
 # What a store write raises when the disk is full or the file cannot be written.

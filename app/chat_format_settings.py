@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QLabel, QPlainTextEdit, QWidget
 
-from engine import chat_formats
+from engine.chat import formats as chat_formats
 
 CUSTOM = "\x00jinja"  # the combo's data for "a Jinja template of your own"
 
@@ -33,7 +33,9 @@ class ChatFormatControls(QWidget):
         form.addRow("", self.for_file)
         self.jinja = QPlainTextEdit()
         self.jinja.setPlaceholderText("{% for message in messages %}…{% endfor %}")
-        self.jinja.setToolTip("A Hugging Face style chat template: messages, add_generation_prompt, bos_token, eos_token.")
+        self.jinja.setToolTip(
+            "A Hugging Face style chat template: messages, add_generation_prompt, bos_token, eos_token."
+        )
         self.jinja.setFixedHeight(self.fontMetrics().lineSpacing() * 8)
         form.addRow("", self.jinja)
         self.show_reasoning = QCheckBox("Show the thinking of reasoning models")

@@ -27,7 +27,7 @@ from app.rich_text import MessageBody
 from app.stats_footer import StatsFooter
 from app.store import Message, Token
 from app.thinking_view import ThinkingSection
-from engine.metrics import AnswerStats
+from engine import AnswerStats
 
 FRAME_MS = 16  # about 60 screen updates a second, whatever the token rate
 MAX_WIDTH_EM = 60  # readable line length for the message column

@@ -30,10 +30,10 @@ from PySide6.QtWidgets import (
 
 from app.hub_tasks import BackgroundTasks
 from app.tables import add_row, human_size, make_table, selected_row
-from engine.compat import VocabInfo, incompatibility
-from engine.download import Download, DownloadRecord, Outcome, Progress, bytes_present, pending_downloads
-from engine.gguf import read_header
-from engine.hub import (
+from engine.gguf.header import read_header
+from engine.gguf.pairing import VocabInfo, incompatibility
+from engine.models.download import Download, DownloadRecord, Outcome, Progress, bytes_present, pending_downloads
+from engine.models.hub import (
     Fit,
     Hub,
     MachineMemory,
@@ -43,7 +43,7 @@ from engine.hub import (
     estimate_fit,
     machine_memory,
 )
-from engine.library import ModelEntry, ModelLibrary
+from engine.models.library import ModelEntry, ModelLibrary
 from engine.paths import models_dir
 
 SORT_CHOICES = [("Most downloaded", "downloads"), ("Most liked", "likes"), ("Recently updated", "recent")]

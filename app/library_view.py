@@ -23,7 +23,7 @@ from app.downloader import DownloaderDialog
 from app.hub_tasks import BackgroundTasks
 from app.tables import add_row, human_size, make_table, selected_row
 from engine.errors import EngineError
-from engine.library import ModelEntry, ModelLibrary
+from engine.models.library import ModelEntry, ModelLibrary
 
 COLUMNS = ["Name", "Parameters", "Quantization", "Size", "Context", "Architecture", "Vocabulary", "Source"]
 SOURCE_NAMES = {"app": "Specula", "added": "added", "hf-cache": "Hugging Face cache", "lmstudio": "LM Studio"}

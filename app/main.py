@@ -83,7 +83,9 @@ def open_window():
     window.show()
     notices = [n for n in (opened.notice, *settings.load_notices) if n]
     if notices:
-        box = QMessageBox(QMessageBox.Icon.Warning, "Specula", "\n\n".join(notices), QMessageBox.StandardButton.Ok, window)
+        box = QMessageBox(
+            QMessageBox.Icon.Warning, "Specula", "\n\n".join(notices), QMessageBox.StandardButton.Ok, window
+        )
         box.setObjectName("start_notice")
         box.open()  # window-modal, and it does not block the event loop
     return window

@@ -43,8 +43,8 @@ from app.status_bar import StatusBar
 from app.store import Conversation, Message, Store, history, title_from
 from app.welcome import WelcomePanel
 from app.worker import EngineHost
+from engine import DoneEvent, FinishReason, RoundEvent
 from engine.config import ChatMessage, DrafterMode, SpecParams
-from engine.events import DoneEvent, FinishReason, RoundEvent
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ class MainWindow(QMainWindow):
     @property
     def library(self):
         if self._library is None:
-            from engine.library import ModelLibrary
+            from engine.models.library import ModelLibrary
 
             self._library = ModelLibrary()
         return self._library
@@ -254,7 +254,7 @@ class MainWindow(QMainWindow):
         """Load the configured models; on a first start, find the starter pair or welcome the user."""
         s = self.settings
         if not s.target.path and not s.model_choice_lost:  # never over a choice that could not be read
-            from engine import starter
+            from engine.models import starter
 
             if starter.starter_installed():
                 target = starter.models_dir() / starter.TARGET.filename
@@ -891,7 +891,7 @@ def build_comparison(answer: Message, plain: DoneEvent) -> dict:
 
 
 def _starter_available() -> bool:
-    from engine import starter
+    from engine.models import starter
 
     return starter.starter_available()
 

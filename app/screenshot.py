@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     from app.main_window import MainWindow
     from app.settings import ModelSettings, Settings
     from app.store import Store
-    from engine import starter
-    from engine.library import ModelLibrary
+    from engine.models import starter
+    from engine.models.library import ModelLibrary
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setStyle("Fusion")

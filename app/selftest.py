@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import sys
 
+from engine import DoneEvent, FinishReason, TokenEvent
 from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams
 from engine.errors import EngineError
-from engine.events import DoneEvent, FinishReason, TokenEvent
 
 MAX_TOKENS = 16
 DRAFT_LENGTH = 4
@@ -28,7 +28,7 @@ class SelfTestFailure(Exception):
 
 def check_engine(model: str, draft: str | None) -> str:
     """Load, generate, check the statistics; returns the engine part of the OK line."""
-    from engine.engine import Engine  # imported here so `--help`-like misuse stays instant
+    from engine import Engine  # imported here so `--help`-like misuse stays instant
 
     engine = Engine(ModelSpec(model, n_ctx=1024), ModelSpec(draft, n_ctx=1024) if draft else None)
     try:

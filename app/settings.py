@@ -67,7 +67,7 @@ class Settings:
     max_tokens: int = _SAMPLING.max_tokens
     seed: int = -1  # -1: a fresh random seed per answer (recorded with the answer)
     system_prompt: str = ""
-    allow_amx: bool = False  # llama.cpp's AMX kernels crash on batched decoding (engine/cpu_weights.py)
+    allow_amx: bool = False  # llama.cpp's AMX kernels crash on batched decoding (engine/llama/cpu_weights.py)
     show_token_colours: bool = False
     show_reasoning: bool = True  # a reasoning model's "Thinking" section above its answers
     # Per model file: a chat format preset name (llama.cpp's) or a Jinja template, instead of the model's own.
@@ -224,6 +224,8 @@ def _from_dict(cls, data: dict, problems: list[str], prefix: str = ""):
             value = clamped
         values[f.name] = value
     if cls is Settings and values.get("drafter_mode", default.drafter_mode) not in {m.value for m in DrafterMode}:
-        problems.append(f"drafter_mode: {values['drafter_mode']!r} is not a drafter mode; using {default.drafter_mode!r}")
+        problems.append(
+            f"drafter_mode: {values['drafter_mode']!r} is not a drafter mode; using {default.drafter_mode!r}"
+        )
         values["drafter_mode"] = default.drafter_mode
     return cls(**values)

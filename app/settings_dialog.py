@@ -40,10 +40,10 @@ from app.downloads import download_button
 from app.hub_tasks import BackgroundTasks
 from app.rich_text import TextPane
 from app.settings import RANGES, ModelSettings, Settings
-from engine import backends, cpu_weights
 from engine.config import GPU_LAYERS_ALL, GPU_LAYERS_AUTO, DrafterMode
 from engine.errors import EngineError
-from engine.library import DraftChoices
+from engine.llama import backends, cpu_weights
+from engine.models.library import DraftChoices
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,12 @@ def read_choices(library, target_path: str, draft_path: str) -> ModelChoices:
             draft_problem = e.user_message()
     target = next((e for e in entries if str(e.path) == target_path), None)
     drafts = library.draft_choices(target) if target is not None else None
-    if draft_path and target is not None and not draft_problem and all(str(e.path) != draft_path for e in drafts.offered):
+    if (
+        draft_path
+        and target is not None
+        and not draft_problem
+        and all(str(e.path) != draft_path for e in drafts.offered)
+    ):
         if not Path(draft_path).is_file():
             draft_problem = "the file is missing"
         else:

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 from app import theme
 from app.acceptance_chart import DRAFTER_LABELS, TIME_PARTS, Histogram, RoundsChart, TimeSplitBar, time_colours
 from app.flow_layout import FlowLayout
-from engine.metrics import AnswerStats
+from engine import AnswerStats
 
 ESTIMATE_TIP = (
     "An estimate, not a measurement: what plain decoding would have taken (one single-token step per token, "

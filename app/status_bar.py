@@ -75,7 +75,7 @@ class StatusBar(QStatusBar):
         self.refresh_memory()
 
     def set_engine(self, info) -> None:
-        """info: engine.engine.EngineInfo, or None when nothing is loaded."""
+        """info: engine.decoding.chat_engine.EngineInfo, or None when nothing is loaded."""
         if info is None:
             self.models.setText("No model loaded")
             self.backend.setText("")

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.metrics import AnswerStats
+from engine import AnswerStats
 from engine.paths import data_dir
 
 DB_NAME = "chats.sqlite3"

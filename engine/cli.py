@@ -19,8 +19,8 @@ from engine.config import (
     SpecParams,
     TokenSource,
 )
+from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
 from engine.errors import EngineError
-from engine.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
 
 COLOURS = {TokenSource.DRAFT_MODEL: "\033[32m", TokenSource.LOOKUP: "\033[36m"}
 RESET = "\033[0m"
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_starter() -> int:
-    from engine import starter
+    from engine.models import starter
 
     def progress(done: int, total: int) -> None:
         print(f"\rassembling starter models: {done / total:6.1%}", end="", file=sys.stderr, flush=True)
@@ -131,8 +131,8 @@ def cmd_starter() -> int:
 def cmd_info(args) -> int:
     import llama_cpp
 
-    from engine import backends, cpu_weights
-    from engine.runner import default_threads
+    from engine.llama import backends, cpu_weights
+    from engine.llama.runner import default_threads
 
     found = backends.current()
     print(f"llama.cpp:    {llama_cpp.llama_print_system_info().decode(errors='replace').strip()}")
@@ -157,8 +157,8 @@ def cmd_info(args) -> int:
 
 def print_layout(args, gpu) -> None:
     """Where --model (and --draft) would go: GPU layers by the same plan a load uses, CPU buffers."""
-    from engine import cpu_weights, offload
-    from engine.gguf import read_header
+    from engine.gguf.header import read_header
+    from engine.llama import cpu_weights, offload
 
     header = read_header(args.model)
     draft = read_header(args.draft) if args.draft else None
@@ -176,8 +176,8 @@ def print_layout(args, gpu) -> None:
 
 
 def load_engine(args):
-    from engine import starter
-    from engine.engine import Engine
+    from engine.decoding.chat_engine import Engine
+    from engine.models import starter
 
     model, draft = args.model, args.draft
     if model is None:

@@ -65,7 +65,7 @@ class SpecParams:
 
 
 GPU_LAYERS_ALL = -1  # every layer, the output layer included
-GPU_LAYERS_AUTO = -2  # as many as fit in free GPU memory (engine/offload.py)
+GPU_LAYERS_AUTO = -2  # as many as fit in free GPU memory (engine/llama/offload.py)
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class ModelSpec:
     n_ctx: int = 4096
     n_threads: int | None = None  # None: physical cores as llama.cpp counts them
     n_batch: int = 512
-    # llama.cpp's AMX kernels crash on batched decodes (engine/cpu_weights.py): off unless asked.
+    # llama.cpp's AMX kernels crash on batched decodes (engine/llama/cpu_weights.py): off unless asked.
     allow_amx: bool = False
 
     def with_(self, **changes) -> ModelSpec:

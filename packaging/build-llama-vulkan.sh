@@ -6,7 +6,7 @@
 #   PYTHON=/path/to/python bash packaging/build-llama-vulkan.sh
 #
 # How it is built, and why:
-# - GGML_BACKEND_DL: the CPU and Vulkan backends are modules loaded at run time (engine/backends.py),
+# - GGML_BACKEND_DL: the CPU and Vulkan backends are modules loaded at run time (engine/llama/backends.py),
 #   so a machine without a Vulkan loader or driver still starts, on the CPU.
 # - GGML_NATIVE off: the CPU module is built for x86-64-v3 (AVX2, FMA, F16C), not for this build
 #   machine's CPU, so the bundle runs on any AVX2 CPU (2013 on), whatever machine built it.

@@ -1,5 +1,5 @@
 """The bundle's entry script: the desktop app, or `--self-test MODEL [DRAFT]` without any window,
-or `--probe-backend MODULE` (engine/backends.py tries a GPU driver in a child process this way)."""
+or `--probe-backend MODULE` (engine/llama/backends.py tries a GPU driver in a child process this way)."""
 
 import os
 import sys
@@ -23,7 +23,7 @@ if __name__ == "__main__":
     if getattr(sys, "frozen", False) and sys.platform.startswith("linux"):
         restore_library_path()
     if sys.argv[1:2] == ["--probe-backend"]:
-        from engine.backends import probe_main
+        from engine.llama.backends import probe_main
 
         sys.exit(probe_main(sys.argv[2]))
     if "--self-test" in sys.argv[1:]:

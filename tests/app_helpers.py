@@ -33,7 +33,7 @@ def make_window(qtbot, isolated_home):
     """
     from app.main_window import MainWindow
     from app.store import Store
-    from engine.library import ModelLibrary
+    from engine.models.library import ModelLibrary
 
     windows, stores = [], []
 

@@ -15,9 +15,9 @@ import sys
 
 import numpy as np
 
-from engine import cpu_weights
 from engine.config import ModelSpec
-from engine.runner import ModelRunner
+from engine.llama import cpu_weights
+from engine.llama.runner import ModelRunner
 
 WIDTHS = (1, 2, 3, 4, 8, 16, 33, 64)
 

@@ -28,7 +28,7 @@ def qwen_paths():
 @pytest.fixture(scope="session")
 def small_engine(smollm2_path):
     """SmolLM2 as its own draft: fast, and every greedy draft token should be accepted."""
-    from engine.engine import Engine
+    from engine.decoding.chat_engine import Engine
 
     spec = ModelSpec(smollm2_path, n_ctx=2048)
     engine = Engine(spec, spec)
@@ -38,7 +38,7 @@ def small_engine(smollm2_path):
 
 @pytest.fixture(scope="session")
 def qwen_engine(qwen_paths):
-    from engine.engine import Engine
+    from engine.decoding.chat_engine import Engine
 
     target, draft = qwen_paths
     engine = Engine(ModelSpec(target, n_ctx=4096), ModelSpec(draft, n_ctx=4096))

@@ -1,6 +1,6 @@
 """Damaged copies of a real GGUF file, one per kind of damage, for the bad-input tests.
 
-The header is walked here with a small reader of its own (not engine/gguf.py, the code under
+The header is walked here with a small reader of its own (not engine/gguf/header.py, the code under
 test) and either patched in place or written anew around the original tensor data, so every
 copy is the real model with one thing wrong.
 """

@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
-from engine import starter
+from engine.models import starter
 from tests import models
 
 CHUNK = 1 << 20

@@ -11,7 +11,7 @@ import json
 import sys
 
 from engine.config import ModelSpec
-from engine.engine import Engine
+from engine.decoding.chat_engine import Engine
 from engine.errors import EngineError
 
 

@@ -16,7 +16,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from engine import starter
+from engine.models import starter
 
 REPO = Path(__file__).resolve().parent.parent
 MODELS_DIR = Path(os.environ.get("SPECULA_TEST_MODELS", REPO / ".cache" / "models"))

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from engine.config import SamplingParams
-from engine.sampling import Distribution, distribution
-from engine.speculative import verify_greedy, verify_sampled
+from engine.decoding.acceptance import verify_greedy, verify_sampled
+from engine.decoding.sampling import Distribution, distribution
 
 VOCAB = 6
 TRIALS = 40000

@@ -1,8 +1,8 @@
 """Auto mode and cache reuse on real models: behaviour under given costs, never wall-clock."""
 
 from engine.config import ChatMessage, DrafterMode, SamplingParams, SpecParams
-from engine.events import DoneEvent
-from engine.policy import CostModel
+from engine.decoding.events import DoneEvent
+from engine.decoding.policy import CostModel
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=40)
 

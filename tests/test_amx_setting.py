@@ -7,9 +7,9 @@ import pytest
 from app.settings import ModelSettings, Settings
 from app.settings_dialog import SettingsDialog
 from app.status_bar import StatusBar
-from engine import cpu_weights
-from engine.engine import EngineInfo
-from engine.library import ModelLibrary
+from engine.decoding.chat_engine import EngineInfo
+from engine.llama import cpu_weights
+from engine.models.library import ModelLibrary
 
 
 def test_the_setting_reaches_both_models_and_reloads_them(tmp_path):

@@ -85,7 +85,7 @@ def test_thinking_streams_open_then_collapses_when_the_answer_starts(qtbot, make
 def test_settings_chat_tab_remembers_a_format_per_model_file(qtbot, tmp_path, smollm2_path, gemma3_path):
     from app.chat_format_settings import CUSTOM
     from app.settings_dialog import SettingsDialog
-    from engine.library import ModelLibrary
+    from engine.models.library import ModelLibrary
 
     library = ModelLibrary(tmp_path / "models", tmp_path / "library.json", scan_external=False)
     for path in (smollm2_path, gemma3_path):

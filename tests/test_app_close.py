@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt
 
 from app.settings import Settings
 from app.worker import running_threads
-from engine import starter
+from engine.models import starter
 from tests.app_helpers import LOAD_TIMEOUT_MS, make_window, smol_settings  # noqa: F401 (a fixture)
 from tests.hub_server import SMOL_REPO, fake_hub_fixture  # noqa: F401 (the fake_hub fixture)
 from tests.test_starter import write_part_packages

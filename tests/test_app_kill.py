@@ -27,7 +27,7 @@ app = QApplication([])
 from app.main_window import MainWindow
 from app.settings import ModelSettings, Settings
 from app.store import Store
-from engine.library import ModelLibrary
+from engine.models.library import ModelLibrary
 model = sys.argv[1]
 settings = Settings(target=ModelSettings(model), draft=ModelSettings(model), context_size=4096,
                     temperature=0.0, max_tokens=3000)

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QPlainTextEdit, QPushButton, QSpinBox
 
-import engine.library
+import engine.models.library
 from app.settings import ModelSettings, Settings
 from app.settings_dialog import NONE_LABEL, SettingsDialog
-from engine.library import ModelLibrary
+from engine.models.library import ModelLibrary
 from tests.app_helpers import make_window, smol_settings  # noqa: F401 (a fixture)
 
 
@@ -50,14 +50,14 @@ def test_only_compatible_drafts_are_offered_and_the_rest_say_why(qtbot, library,
 
 def test_the_library_is_read_off_the_gui_thread_and_the_target_header_once(qtbot, library, qwen_paths, monkeypatch):
     reads = []  # (file name, read on the GUI thread?)
-    real = engine.library.read_header
+    real = engine.models.library.read_header
 
     def recording(path):
         reads.append((Path(path).name, threading.current_thread() is threading.main_thread()))
         return real(path)
 
-    monkeypatch.setattr(engine.library, "read_header", recording)
-    engine.library._vocab.cache_clear()
+    monkeypatch.setattr(engine.models.library, "read_header", recording)
+    engine.models.library._vocab.cache_clear()
     target, draft = (linked(library, p) for p in qwen_paths)
     dialog = SettingsDialog(Settings(target=ModelSettings(target)), library)
     qtbot.addWidget(dialog)
@@ -147,13 +147,13 @@ def test_choosing_a_model_from_the_library_reads_no_header_on_the_gui_thread(
     entries = {e.path.name: e for e in window.library.scan()}
     target, draft = (entries[Path(p).name] for p in qwen_paths)
     on_gui = []
-    real = engine.library.read_header
+    real = engine.models.library.read_header
     monkeypatch.setattr(
-        engine.library,
+        engine.models.library,
         "read_header",
         lambda path: (on_gui.append(threading.current_thread() is threading.main_thread()), real(path))[1],
     )
-    engine.library._vocab.cache_clear()
+    engine.models.library._vocab.cache_clear()
 
     window.use_model(target)  # as a double-click in the model library does
     qtbot.waitUntil(lambda: window.settings.target.path == str(target.path), timeout=30_000)
@@ -176,8 +176,8 @@ def test_a_compatible_draft_chosen_outside_the_library_is_kept(qtbot, tmp_path, 
 
 def test_gpu_layers_read_auto_all_or_a_count_and_the_gpu_line_never_loads_a_driver(qtbot, library, qwen_paths):
     from app.settings_dialog import GpuLayersBox
-    from engine import backends
     from engine.config import GPU_LAYERS_ALL, GPU_LAYERS_AUTO
+    from engine.llama import backends
 
     target = linked(library, qwen_paths[0])
     settings = Settings(target=ModelSettings(target, gpu_layers=GPU_LAYERS_AUTO))

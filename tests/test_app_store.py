@@ -11,8 +11,8 @@ from app.export import to_json, to_markdown
 from app.settings import ModelSettings, Settings
 from app.store import SCHEMA_VERSION, Store, StoreError, Token, history, title_from
 from engine.config import DrafterMode, SamplingParams, SpecParams
-from engine.events import DoneEvent, FinishReason, RoundEvent
-from engine.metrics import AnswerStats
+from engine.decoding.events import DoneEvent, FinishReason, RoundEvent
+from engine.decoding.stats import AnswerStats
 
 
 @pytest.fixture

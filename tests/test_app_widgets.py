@@ -12,7 +12,7 @@ from app.composer import Composer
 from app.rich_text import CodeBlock, MessageBody, TextPane, close_open_fence, split_markdown
 from app.stats_footer import StatsFooter, compare_texts, figures
 from app.store import Message, Token
-from engine.metrics import AnswerStats
+from engine.decoding.stats import AnswerStats
 
 ANSWER = "Here:\n\n```python\ndef f():\n    return 1\n```\n\nDone, **bold**.\n~~~\nraw\n~~~"
 

@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
 from app.store import Store
-from engine.metrics import AnswerStats
+from engine.decoding.stats import AnswerStats
 from tests.app_helpers import ask, make_window, smol_settings, wait_answer  # noqa: F401 (a fixture)
 
 LONG = "Count from 1 to 300, one number per line."
@@ -222,7 +222,7 @@ def test_export_writes_markdown_and_json(qtbot, make_window, smollm2_path, tmp_p
 
 
 def test_first_start_without_models_shows_the_welcome_panel(qtbot, make_window, smollm2_path, monkeypatch):
-    from engine import starter
+    from engine.models import starter
 
     calls = []
 
@@ -378,6 +378,7 @@ def test_a_theme_change_at_run_time_restyles_everything(qtbot, make_window, smol
         assert label.palette().color(QPalette.ColorRole.WindowText) == theme.subtle(dark)
         # Switching to token colours replaces the text at once: no stale pane stays on screen.
         window.colours_button.setChecked(True)
+
         def visible():
             return [p for p in widget.body.findChildren(TextPane) if p.isVisible()]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.library import ModelLibrary
+from engine.models.library import ModelLibrary
 from tests import gguf_damage
 from tests.bad_files import load_each
 from tests.models import REPO

@@ -5,12 +5,12 @@ import dataclasses
 
 import pytest
 
-from engine.chat_template import ChatFormatter
+from engine.chat.prompt_tokens import PromptTokenizer
+from engine.chat.template import ChatFormatter
 from engine.config import ChatMessage, ModelSpec
-from engine.gguf import read_header
-from engine.library import ModelLibrary
-from engine.prompt_tokens import PromptTokenizer
-from engine.runner import ModelRunner
+from engine.gguf.header import read_header
+from engine.llama.runner import ModelRunner
+from engine.models.library import ModelLibrary
 
 # Every family's control strings, typed by a user.
 INJECTION = (

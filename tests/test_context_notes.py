@@ -14,8 +14,8 @@ from pathlib import Path
 
 from app.stats_footer import StatsFooter
 from engine.config import ChatMessage, ModelSpec, SamplingParams
-from engine.events import DoneEvent, FinishReason
-from engine.metrics import AnswerStats
+from engine.decoding.events import DoneEvent, FinishReason
+from engine.decoding.stats import AnswerStats
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG_PROMPT = "Please summarise the following words. " + "apple banana cherry " * 300
@@ -29,7 +29,7 @@ def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
 
 
 def test_the_engine_names_only_what_exists_and_no_front_end_setting(smollm2_path):
-    from engine.engine import Engine
+    from engine.decoding.chat_engine import Engine
 
     engine = Engine(ModelSpec(smollm2_path, n_ctx=512))
     try:

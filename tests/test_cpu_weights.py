@@ -17,9 +17,9 @@ import sys
 
 import pytest
 
-from engine import cpu_weights
-from engine.gguf import read_header
-from engine.runner import default_threads
+from engine.gguf.header import read_header
+from engine.llama import cpu_weights
+from engine.llama.runner import default_threads
 from tests.batched_decode import WIDTHS
 from tests.models import REPO
 

@@ -12,8 +12,8 @@ import sqlite3
 
 from app.answers import AnswerRecorder, write_problem
 from app.store import Store
-from engine.events import DoneEvent, FinishReason
-from engine.metrics import AnswerStats
+from engine.decoding.events import DoneEvent, FinishReason
+from engine.decoding.stats import AnswerStats
 from tests.app_helpers import ask, make_window, smol_settings, wait_answer  # noqa: F401 (a fixture)
 
 

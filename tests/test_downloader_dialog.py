@@ -7,7 +7,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.downloader import DownloaderDialog
-from engine.library import ModelLibrary
+from engine.models.library import ModelLibrary
 from tests.hub_server import (
     QWEN_DRAFT_REPO,
     SMOL_REPO,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.config import ChatMessage, DrafterMode, SamplingParams, SpecParams, TokenSource
-from engine.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
+from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=48)
 ASK = [ChatMessage("user", "List the first ten prime numbers, separated by commas.")]
@@ -56,7 +56,7 @@ def test_greedy_speculation_emits_the_targets_argmax_at_every_position(small_eng
     monkeypatch.setattr(small_engine.target, "eval", recorder)
     tokens, rounds, done = run(small_engine, spec=SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=3))
     monkeypatch.undo()
-    verify_rows = [r for r in recorder.rows if len(r[1]) >= 1][-len(rounds):]
+    verify_rows = [r for r in recorder.rows if len(r[1]) >= 1][-len(rounds) :]
     emitted = [t.token for t in tokens]
     produced = []
     for (drafts, argmax), rnd in zip(verify_rows, rounds, strict=True):
@@ -106,7 +106,9 @@ def test_eos_inside_a_draft_ends_the_answer_there(small_engine, monkeypatch):
     assert done.finish_reason == FinishReason.STOP
     assert not any(t.token in eog for t in tokens)
     assert len(tokens) < 64
-    _, _, plain = run(small_engine, messages, SamplingParams(temperature=0.0, max_tokens=64), SpecParams(mode=DrafterMode.OFF))
+    _, _, plain = run(
+        small_engine, messages, SamplingParams(temperature=0.0, max_tokens=64), SpecParams(mode=DrafterMode.OFF)
+    )
     assert done.text == plain.text
 
 
@@ -176,7 +178,7 @@ def test_statistics_are_filled_in(small_engine):
 
 def test_a_prompt_longer_than_the_context_is_refused_clearly(smollm2_path):
     from engine.config import ModelSpec
-    from engine.engine import Engine
+    from engine.decoding.chat_engine import Engine
 
     engine = Engine(ModelSpec(smollm2_path, n_ctx=256))
     try:
@@ -186,13 +188,19 @@ def test_a_prompt_longer_than_the_context_is_refused_clearly(smollm2_path):
         # Old turns are dropped to make room, and the statistics say so.
         history = []
         for i in range(6):
-            history += [ChatMessage("user", f"Question {i}: " + "tell me more " * 12), ChatMessage("assistant", "ok " * 30)]
+            history += [
+                ChatMessage("user", f"Question {i}: " + "tell me more " * 12),
+                ChatMessage("assistant", "ok " * 30),
+            ]
         _, _, done = run(engine, [*history, ChatMessage("user", "Last question?")], GREEDY.with_(max_tokens=16))
         assert done.finish_reason in (FinishReason.STOP, FinishReason.LENGTH)
         assert done.stats.n_history_dropped > 0
         # An answer that runs into the end of the context ends with a reason, not an exception.
-        _, _, done = run(engine, [ChatMessage("user", "Count from 1 to 500 " + "please " * 60)],
-                         SamplingParams(temperature=0.0, max_tokens=1000))
+        _, _, done = run(
+            engine,
+            [ChatMessage("user", "Count from 1 to 500 " + "please " * 60)],
+            SamplingParams(temperature=0.0, max_tokens=1000),
+        )
         assert done.finish_reason in (FinishReason.CONTEXT, FinishReason.STOP)
     finally:
         engine.close()
@@ -205,7 +213,9 @@ def test_prompt_lookup_accepts_drafts_on_a_copy_heavy_prompt(qwen_engine):
         "    tax = subtotal * tax_rate\n"
         "    return round(subtotal + tax, 2)\n"
     )
-    messages = [ChatMessage("user", f"Rename the function total_price to compute_total. Reply with the code only.\n\n{code}")]
+    messages = [
+        ChatMessage("user", f"Rename the function total_price to compute_total. Reply with the code only.\n\n{code}")
+    ]
     spec = SpecParams(mode=DrafterMode.LOOKUP, draft_length=6)
     tokens, _, done = run(qwen_engine, messages, SamplingParams(temperature=0.0, max_tokens=80), spec)
     assert "compute_total" in done.text
@@ -259,7 +269,7 @@ def test_cancel_interrupts_a_long_prompt_and_the_cache_stays_consistent(small_en
 
 def test_a_draft_with_a_smaller_context_is_skipped_not_fatal(smollm2_path):
     from engine.config import ModelSpec
-    from engine.engine import Engine
+    from engine.decoding.chat_engine import Engine
 
     # llama.cpp rounds a context up to 256 cells: a 300-token prompt overflows the draft's.
     engine = Engine(ModelSpec(smollm2_path, n_ctx=1024), ModelSpec(smollm2_path, n_ctx=64))

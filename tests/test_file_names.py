@@ -7,9 +7,9 @@ from pathlib import PurePosixPath, PureWindowsPath
 
 import pytest
 
-from engine.download import Download, DownloadError, DownloadRecord, pending_downloads
-from engine.hub import HubFile, group_gguf_files, is_safe_file_name
-from engine.library import PENDING_SUFFIX
+from engine.models.download import Download, DownloadError, DownloadRecord, pending_downloads
+from engine.models.hub import HubFile, group_gguf_files, is_safe_file_name
+from engine.models.library import PENDING_SUFFIX
 
 HOSTILE = [
     "..\\..\\evil.gguf",

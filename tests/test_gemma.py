@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams, TokenSource
-from engine.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
-from engine.sampling import distribution, make_rng
+from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
+from engine.decoding.sampling import distribution, make_rng
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=64)
 # Copy-heavy, so prompt lookup has something to draft from.
@@ -20,7 +20,7 @@ COPY = [
 
 @pytest.fixture(scope="module")
 def gemma_engine(gemma3_path):
-    from engine.engine import Engine
+    from engine.decoding.chat_engine import Engine
 
     engine = Engine(ModelSpec(gemma3_path, n_ctx=1024))
     yield engine

@@ -4,10 +4,10 @@ import shutil
 
 import pytest
 
-from engine.compat import check_compatible
 from engine.config import ModelSpec
 from engine.errors import IncompatibleDraftError, ModelFileError
-from engine.gguf import read_header
+from engine.gguf.header import read_header
+from engine.gguf.pairing import check_compatible
 
 
 def test_header_describes_the_model(qwen_paths, smollm2_path):
@@ -69,14 +69,14 @@ def test_an_incompatible_draft_is_refused_naming_the_first_differing_token(qwen_
 
 
 def test_engine_refuses_the_incompatible_pair_before_loading(qwen_paths, smollm2_path):
-    from engine.engine import Engine
+    from engine.decoding.chat_engine import Engine
 
     with pytest.raises(IncompatibleDraftError, match="cannot be used with the target"):
         Engine(ModelSpec(qwen_paths[0]), ModelSpec(smollm2_path))
 
 
 def test_engine_refuses_a_non_gguf_file(tmp_path):
-    from engine.engine import Engine
+    from engine.decoding.chat_engine import Engine
 
     bogus = tmp_path / "model.gguf"
     bogus.write_bytes(b"PK\x03\x04" + b"\0" * 100)

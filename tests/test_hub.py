@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-import engine.download
-from engine.compat import VocabInfo
-from engine.download import (
+import engine.models.download
+from engine.gguf.header import read_header
+from engine.gguf.pairing import VocabInfo
+from engine.models.download import (
     Download,
     DownloadError,
     DownloadRecord,
@@ -18,8 +19,7 @@ from engine.download import (
     Outcome,
     pending_downloads,
 )
-from engine.gguf import read_header
-from engine.hub import (
+from engine.models.hub import (
     Fit,
     Hub,
     HubError,
@@ -30,7 +30,7 @@ from engine.hub import (
     group_gguf_files,
     quantization_of,
 )
-from engine.library import ModelLibrary
+from engine.models.library import ModelLibrary
 from tests import models
 from tests.hub_server import (
     QWEN_DRAFT_REPO,
@@ -173,7 +173,7 @@ def test_cancel_deletes_the_partial_file(fake_hub, tmp_path):
 
 
 def test_not_enough_disk_space_stops_before_any_transfer(fake_hub, tmp_path, monkeypatch):
-    monkeypatch.setattr(engine.download.shutil, "disk_usage", lambda path: type("U", (), {"free": 50_000_000})())
+    monkeypatch.setattr(engine.models.download.shutil, "disk_usage", lambda path: type("U", (), {"free": 50_000_000})())
     with pytest.raises(NotEnoughDiskError, match="only 50.0 MB is free"):
         smol_download(Hub(), tmp_path).run()
     assert fake_hub.bytes_served(SMOL) == 0

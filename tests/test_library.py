@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-import engine.library
+import engine.models.library
 from engine.errors import ModelFileError
-from engine.library import LibraryError, ModelLibrary, reveal_command
+from engine.models.library import LibraryError, ModelLibrary, reveal_command
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_rescan_reads_no_header_again(layout, monkeypatch):
     def no_reading(path):
         raise AssertionError(f"header of {path} read again")
 
-    monkeypatch.setattr(engine.library, "read_header", no_reading)
+    monkeypatch.setattr(engine.models.library, "read_header", no_reading)
     fresh = make_library(layout)  # a new instance: the cache on disk is what helps
     assert len(fresh.scan()) == 3
     assert "not a GGUF" in fresh.problems[0][1]  # bad files are remembered as bad

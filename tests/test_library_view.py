@@ -3,7 +3,7 @@
 from PySide6.QtWidgets import QMessageBox
 
 from app.library_view import LibraryView
-from engine.library import ModelLibrary
+from engine.models.library import ModelLibrary
 
 WAIT_MS = 20_000  # an upper bound for slow machines, not a performance claim
 

@@ -5,7 +5,7 @@ import socket
 import pytest
 
 from engine.config import ChatMessage, ModelSpec, SamplingParams
-from engine.events import DoneEvent, FinishReason, TokenEvent
+from engine.decoding.events import DoneEvent, FinishReason, TokenEvent
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def no_network(monkeypatch):
 
 
 def test_chat_works_with_all_sockets_refused(no_network, smollm2_path, isolated_home):
-    from engine.engine import Engine  # imported here too: loading the engine must not need the network
+    from engine.decoding.chat_engine import Engine  # imported here too: loading the engine must not need the network
 
     engine = Engine(ModelSpec(smollm2_path, n_ctx=2048))
     try:

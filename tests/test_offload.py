@@ -1,10 +1,10 @@
-"""Where auto puts the layers (engine/offload.py), from the real models' GGUF headers and given free memory."""
+"""Where auto puts the layers (engine/llama/offload.py), from the real models' GGUF headers and given free memory."""
 
 import pytest
 
-from engine import offload
 from engine.config import GPU_LAYERS_ALL, GPU_LAYERS_AUTO
-from engine.gguf import read_header
+from engine.gguf.header import read_header
+from engine.llama import offload
 
 AUTO = GPU_LAYERS_AUTO
 GiB = 1 << 30
@@ -74,10 +74,10 @@ def test_explicit_counts_are_kept_and_auto_fits_around_them(costs):
 def test_out_of_gpu_memory_at_load_retries_with_half_the_layers_and_says_so(monkeypatch, smollm2_path):
     """The retry loop, at the runner seam: a GPU that cannot hold more than 8 layers. (lavapipe, the
     software device CI has, maps the model's memory instead of allocating and never runs out.)"""
-    from engine import backends
-    from engine import engine as engine_module
     from engine.config import ModelSpec
+    from engine.decoding import chat_engine as engine_module
     from engine.errors import ModelLoadError
+    from engine.llama import backends
 
     tried = []
     real_runner = engine_module.ModelRunner

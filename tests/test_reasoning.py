@@ -2,10 +2,10 @@
 
 import pytest
 
+from engine.chat.reasoning import ReasoningSplitter
+from engine.chat.textstream import Piece
 from engine.config import ChatMessage, DrafterMode, SamplingParams, SpecParams, TokenSource
-from engine.events import DoneEvent, RoundEvent, TokenEvent
-from engine.reasoning import ReasoningSplitter
-from engine.textstream import Piece
+from engine.decoding.events import DoneEvent, RoundEvent, TokenEvent
 
 
 def split(chunks, **kwargs):

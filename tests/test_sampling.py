@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from engine.config import SamplingParams
-from engine.sampling import Distribution, distribution, greedy_token, residual
+from engine.decoding.sampling import Distribution, distribution, greedy_token, residual
 
 
 def test_greedy_is_a_point_mass_on_the_argmax():

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import starter
 from engine.errors import EngineError
+from engine.models import starter
 
 
 def write_part_packages(root: Path, data: bytes, prefix: str, n_parts: int = 3) -> None:

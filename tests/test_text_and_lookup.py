@@ -2,9 +2,9 @@
 
 import pytest
 
-from engine.lookup import NgramIndex
-from engine.policy import AcceptanceTracker, CostModel, best_choice, draft_confidence_floor, expected_tokens
-from engine.textstream import TextStream
+from engine.chat.textstream import TextStream
+from engine.decoding.lookup import NgramIndex
+from engine.decoding.policy import AcceptanceTracker, CostModel, best_choice, draft_confidence_floor, expected_tokens
 
 
 def test_lookup_continues_the_most_recent_occurrence_of_the_longest_ngram():
@@ -129,7 +129,7 @@ def test_draft_confidence_floor_is_high_when_drafting_is_costly():
 
 
 def test_an_overconfident_draft_model_gets_a_higher_stopping_threshold():
-    from engine.policy import ConfidenceCalibration
+    from engine.decoding.policy import ConfidenceCalibration
 
     costs = CostModel({1: 0.010, 2: 0.011, 4: 0.013}, draft_step_s=0.002)
     honest, overconfident = ConfidenceCalibration(), ConfidenceCalibration()

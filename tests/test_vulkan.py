@@ -18,10 +18,10 @@ import threading
 
 import pytest
 
-from engine import backends
 from engine.config import GPU_LAYERS_ALL, ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams
-from engine.engine import Engine
-from engine.events import DoneEvent, FinishReason, TokenEvent
+from engine.decoding.chat_engine import Engine
+from engine.decoding.events import DoneEvent, FinishReason, TokenEvent
+from engine.llama import backends
 from tests.models import REPO
 from tests.test_adaptive import assert_auto_drafts_with_the_draft_model_at_gpu_costs
 
@@ -147,7 +147,7 @@ def run_engine(smollm2_path, env_changes: dict, gpu_layers: int = -2) -> subproc
     script = textwrap.dedent(
         f"""
         from engine.config import ChatMessage, ModelSpec, SamplingParams
-        from engine.engine import Engine
+        from engine.decoding.chat_engine import Engine
         engine = Engine(ModelSpec({smollm2_path!r}, n_ctx=1024, n_gpu_layers={gpu_layers}))
         done = list(engine.chat([ChatMessage("user", "Hi")], SamplingParams(temperature=0, max_tokens=8)))[-1]
         print("PLACEMENT", engine.info.placement())

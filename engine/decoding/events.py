@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from engine.config import TokenSource
-from engine.metrics import AnswerStats
+from engine.decoding.stats import AnswerStats
 
 
 class FinishReason(str, Enum):
@@ -24,7 +24,7 @@ class TokenEvent:
     token: int
     text: str
     source: TokenSource
-    reasoning: bool = False  # part of the model's thinking (engine/reasoning.py), not its answer
+    reasoning: bool = False  # part of the model's thinking (engine/chat/reasoning.py), not its answer
 
 
 @dataclass(frozen=True)

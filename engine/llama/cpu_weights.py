@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import llama_cpp
 
-from engine import backends
-from engine.backends import ggml_function
+from engine.llama import backends
+from engine.llama.backends import ggml_function
 
 AMX_ISSUE = "llama.cpp issue #20824"
 AMX_BUFFER, REPACK_BUFFER = "AMX", "CPU_REPACK"

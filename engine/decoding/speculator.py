@@ -15,17 +15,23 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from engine.chat.reasoning import ReasoningSplitter
+from engine.chat.textstream import TextStream
 from engine.config import DrafterMode, SamplingParams, SpecParams, TokenSource
-from engine.drafters import NO_DRAFT, Draft, DraftModelDrafter, LookupDrafter
+from engine.decoding.acceptance import Verdict, verify_greedy, verify_sampled
+from engine.decoding.drafters import NO_DRAFT, Draft, DraftModelDrafter, LookupDrafter
+from engine.decoding.events import DoneEvent, Event, FinishReason, RoundEvent, TokenEvent
+from engine.decoding.policy import (
+    AcceptanceTracker,
+    ConfidenceCalibration,
+    CostModel,
+    best_choice,
+    draft_confidence_floor,
+)
+from engine.decoding.sampling import Distribution, distribution, make_rng
+from engine.decoding.stats import AnswerStats
 from engine.errors import ContextFullError, EngineError
-from engine.events import DoneEvent, Event, FinishReason, RoundEvent, TokenEvent
-from engine.metrics import AnswerStats
-from engine.policy import AcceptanceTracker, ConfidenceCalibration, CostModel, best_choice, draft_confidence_floor
-from engine.reasoning import ReasoningSplitter
-from engine.runner import Cancelled, ModelRunner, common_prefix
-from engine.sampling import Distribution, distribution, make_rng
-from engine.speculative import Verdict, verify_greedy, verify_sampled
-from engine.textstream import TextStream
+from engine.llama.runner import Cancelled, ModelRunner, common_prefix
 
 CALIBRATION_SIZES = (1, 2, 4, 8)
 

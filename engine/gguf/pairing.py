@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.errors import IncompatibleDraftError
-from engine.gguf import GGUFInfo
+from engine.gguf.header import GGUFInfo
 
 MAX_VOCAB_SIZE_DIFFERENCE = 128
 FIRST_CHECKED_TOKEN = 5

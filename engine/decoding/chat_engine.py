@@ -9,18 +9,18 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from engine import backends, offload
-from engine.chat_template import ChatFormatter
-from engine.compat import check_compatible
+from engine.chat.prompt_tokens import PromptTokenizer
+from engine.chat.reasoning import ReasoningSplitter
+from engine.chat.template import ChatFormatter
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
+from engine.decoding.events import DoneEvent, Event, FinishReason
+from engine.decoding.speculator import Speculator
+from engine.decoding.stats import AnswerStats
 from engine.errors import ContextFullError, ModelLoadError, OperationCancelled
-from engine.events import DoneEvent, Event, FinishReason
-from engine.generate import Speculator
-from engine.gguf import read_header
-from engine.metrics import AnswerStats
-from engine.prompt_tokens import PromptTokenizer
-from engine.reasoning import ReasoningSplitter
-from engine.runner import Cancelled, ModelRunner
+from engine.gguf.header import read_header
+from engine.gguf.pairing import check_compatible
+from engine.llama import backends, offload
+from engine.llama.runner import Cancelled, ModelRunner
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.sampling import Distribution, residual
+from engine.decoding.sampling import Distribution, residual
 
 
 @dataclass(frozen=True)

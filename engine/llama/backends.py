@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import llama_cpp
 
-from engine import llama_log
+from engine.llama import log as llama_log
 
 # ggml_backend_dev_type
 DEVICE_TYPES = {0: "CPU", 1: "GPU", 2: "integrated GPU", 3: "accelerator", 4: "meta"}
@@ -205,7 +205,7 @@ def probe(module_path: str) -> dict:
 def probe_command(module_path: str) -> list[str]:
     if getattr(sys, "frozen", False):  # the bundle: its launcher answers --probe-backend
         return [sys.executable, "--probe-backend", module_path]
-    return [sys.executable, "-m", "engine.backends", module_path]
+    return [sys.executable, "-m", "engine.llama.backends", module_path]
 
 
 def probe_main(module_path: str) -> int:

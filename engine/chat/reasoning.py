@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.textstream import Piece
+from engine.chat.textstream import Piece
 
 
 @dataclass

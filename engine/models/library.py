@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from engine import chat_formats
-from engine.compat import MAX_VOCAB_SIZE_DIFFERENCE, VocabInfo, incompatibility
+from engine.chat import formats as chat_formats
 from engine.errors import EngineError, ModelFileError
-from engine.gguf import read_header
+from engine.gguf.header import read_header
+from engine.gguf.pairing import MAX_VOCAB_SIZE_DIFFERENCE, VocabInfo, incompatibility
 from engine.paths import data_dir
 from engine.paths import models_dir as default_models_dir
 
@@ -36,7 +36,7 @@ SOURCES = ("app", "added", "hf-cache", "lmstudio")
 DRAFT_RATIO_RANGE = (1 / 30, 1 / 5)
 _IDEAL_DRAFT_RATIO = math.sqrt(DRAFT_RATIO_RANGE[0] * DRAFT_RATIO_RANGE[1])
 
-# engine/download.py writes this record beside a model while it downloads (split parts land one by one).
+# engine/models/download.py writes this record beside a model while it downloads (split parts land one by one).
 PENDING_SUFFIX = ".download.json"
 
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import llama_cpp
 
-from engine.gguf import GGUFInfo
+from engine.gguf.header import GGUFInfo
 
 # (llama.cpp's name, the tokens that give the family away), most specific first: Phi-4 also has
 # ChatML's tokens, Mistral v7 also has v3's.

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.config import SamplingParams, TokenSource
-from engine.lookup import NgramIndex
-from engine.runner import ModelRunner
-from engine.sampling import Distribution, distribution, greedy_token
+from engine.decoding.lookup import NgramIndex
+from engine.decoding.sampling import Distribution, distribution, greedy_token
+from engine.llama.runner import ModelRunner
 
 
 @dataclass

@@ -30,8 +30,8 @@ from pathlib import Path
 import httpx2
 from huggingface_hub.utils import build_hf_headers, get_session
 
-from engine.hub import TIMEOUT, Hub, HubError, HubFile, hub_errors, is_safe_file_name, raise_for_status
-from engine.library import PENDING_SUFFIX
+from engine.models.hub import TIMEOUT, Hub, HubError, HubFile, hub_errors, is_safe_file_name, raise_for_status
+from engine.models.library import PENDING_SUFFIX
 
 DISK_MARGIN = 256 << 20  # leave this much free after the download
 PROGRESS_INTERVAL_S = 0.1  # progress is reported at most this often (plus first and last)

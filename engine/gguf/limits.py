@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from engine.errors import ModelFileError
 
 if TYPE_CHECKING:
-    from engine.gguf import GGUFInfo
+    from engine.gguf.header import GGUFInfo
 
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS (src/llama-hparams.h)
 MAX_EXPERTS = 1024  # LLAMA_MAX_EXPERTS

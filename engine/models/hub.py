@@ -1,6 +1,6 @@
 """The Hugging Face hub: search GGUF repositories, list their files, read a header remotely.
 
-With engine/download.py this is the only code in Specula that opens network connections, and
+With engine/models/download.py this is the only code in Specula that opens network connections, and
 only when the user asks (the downloader dialog). Everything goes through huggingface_hub: its
 HfApi for the API calls, and its URL builder and shared HTTP session for file bytes, so proxy
 settings, HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE apply as they do for every hub tool.
@@ -31,10 +31,10 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-from engine.compat import VocabInfo, incompatibility
 from engine.errors import EngineError, ModelFileError
-from engine.gguf import GGUFInfo, HeaderIncomplete, parse_header
-from engine.library import ModelEntry, draft_size_distance, split_part
+from engine.gguf.header import GGUFInfo, HeaderIncomplete, parse_header
+from engine.gguf.pairing import VocabInfo, incompatibility
+from engine.models.library import ModelEntry, draft_size_distance, split_part
 
 SORTS = {"downloads": "downloads", "likes": "likes", "recent": "last_modified"}
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from engine.errors import ModelFileError
-from engine.gguf_limits import check_llama_limits
+from engine.gguf.limits import check_llama_limits
 
 MAGIC = b"GGUF"
 

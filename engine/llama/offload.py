@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from engine.config import GPU_LAYERS_ALL, GPU_LAYERS_AUTO
-from engine.gguf import GGUFInfo
+from engine.gguf.header import GGUFInfo
 
 __all__ = ["GPU_LAYERS_ALL", "GPU_LAYERS_AUTO", "Offload", "LayerCosts", "layer_costs", "plan"]
 # Left free on the device for the driver, the desktop and other programs (at least this share of

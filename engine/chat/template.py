@@ -2,10 +2,10 @@
 
 The format, first that works: the user's override for this file (a llama.cpp preset name or a
 Jinja text), the GGUF's own Jinja template (llama-cpp-python's sandboxed formatter), the built-in
-format llama.cpp has for the model's family (engine/chat_formats.py), and ChatML only as the
+format llama.cpp has for the model's family (engine/chat/formats.py), and ChatML only as the
 last resort. Each message's content is rendered as a placeholder and put back afterwards, so the
 result says which text the template wrote (its markers become control tokens) and which text is
-the users' (plain text, engine/prompt_tokens.py). The same placeholders reveal, once per format,
+the users' (plain text, engine/chat/prompt_tokens.py). The same placeholders reveal, once per format,
 what the template does with a system prompt, with surrounding whitespace and with reasoning.
 """
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-from engine import chat_formats
+from engine.chat import formats as chat_formats
+from engine.chat.prompt_tokens import Segment
 from engine.config import ChatMessage
-from engine.gguf import GGUFInfo
-from engine.prompt_tokens import Segment
+from engine.gguf.header import GGUFInfo
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 import llama_cpp
 import numpy as np
 
-from engine import backends, cpu_weights, llama_log, offload
 from engine.config import ModelSpec
 from engine.errors import ContextFullError, DecodeError, ModelLoadError
-from engine.gguf import GGUFInfo, read_header
+from engine.gguf.header import GGUFInfo, read_header
+from engine.llama import backends, cpu_weights, offload
+from engine.llama import log as llama_log
 
 _backend_ready = False
 # Decodes of more tokens than this (prompt chunks) can be interrupted mid-way; shorter ones take

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
+from engine.json_file import write_json
 from engine.paths import data_dir
 
 log = logging.getLogger(__name__)
@@ -61,15 +61,9 @@ class LoadGuard:
         return None
 
     def _write(self, record: dict) -> None:
-        # Written beside and renamed, and flushed to disk: the process may die right after this.
+        # Whole and flushed to disk: the process may die right after this.
         try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.file.with_name(self.file.name + ".tmp")
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(record, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.file)
+            write_json(self.file, record, indent=None)
         except OSError as e:  # a read-only data folder: loading still works, only unguarded
             log.warning("could not record the model load in %s: %s", self.file, e)
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from app.set_aside import move_aside
 from engine.config import GPU_LAYERS_AUTO, DrafterMode, ModelSpec, SamplingParams, SpecParams
+from engine.json_file import write_json
 from engine.paths import data_dir
 
 log = logging.getLogger(__name__)
@@ -158,11 +158,7 @@ class Settings:
         return settings
 
     def save(self, path: Path | None = None) -> None:
-        path = path or self.default_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+        write_json(path or self.default_path(), asdict(self), indent=2)
 
 
 def _unreadable(cls, path: Path | None, error: Exception) -> Settings:

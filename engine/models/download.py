@@ -30,6 +30,7 @@ from pathlib import Path
 import httpx2
 from huggingface_hub.utils import build_hf_headers, get_session
 
+from engine.json_file import write_json
 from engine.models.hub import TIMEOUT, Hub, HubError, HubFile, hub_errors, is_safe_file_name, raise_for_status
 from engine.models.library import PENDING_SUFFIX
 
@@ -334,9 +335,7 @@ def _bytes_present(dest: Path) -> int:
 
 def _write_record(path: Path, record: DownloadRecord) -> None:
     data = {"repo_id": record.repo_id, "revision": record.revision, "files": [asdict(f) for f in record.files]}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    write_json(path, data)
 
 
 def _gb(n: int) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import platform
 import re
 import subprocess
@@ -25,12 +24,11 @@ from engine.chat import formats as chat_formats
 from engine.errors import EngineError, ModelFileError
 from engine.gguf.header import read_header
 from engine.gguf.pairing import MAX_VOCAB_SIZE_DIFFERENCE, VocabInfo, incompatibility
+from engine.json_file import write_json
 from engine.paths import data_dir
 from engine.paths import models_dir as default_models_dir
 
 log = logging.getLogger(__name__)
-
-SOURCES = ("app", "added", "hf-cache", "lmstudio")
 
 # A good draft has 1/5 to 1/30 of the target's parameters; 1/12 is the geometric middle.
 DRAFT_RATIO_RANGE = (1 / 30, 1 / 5)
@@ -379,10 +377,19 @@ class ModelLibrary:
         return DraftChoices(sorted(offered, key=lambda d: _draft_rank(target, d)), hidden)
 
     def draft_problem(self, target_path, draft_path) -> str | None:
-        """Why the file draft_path cannot draft for target_path (llama.cpp's vocabulary rules), or
-        None. Through the same caches; raises ModelFileError or OSError for an unreadable file."""
+        """Why the file draft_path cannot draft for target_path, in draft_choices' words (size first,
+        then llama.cpp's vocabulary rules), or None when it can; for files in the library or not.
+        Through the same caches; raises ModelFileError or OSError for a file that is not a usable model."""
+        draft_path = Path(draft_path).expanduser().absolute()
+        if not draft_path.is_file():
+            return "the file is missing"
         with self._lock:
-            return self._verdict(Path(target_path), Path(draft_path)) or None
+            target, draft = (self._entry(Path(p).expanduser().absolute(), "added") for p in (target_path, draft_path))
+            if target is None or draft is None:
+                raise ModelFileError(
+                    f"'{(draft_path if draft is None else Path(target_path)).name}' is not a chat model."
+                )
+            return self._draft_reason(target, draft) or None
 
     def _draft_reason(self, target: ModelEntry, draft: ModelEntry) -> str:
         """Why draft cannot draft for target, or "" when it can. Cheap rejections first."""
@@ -418,7 +425,7 @@ class ModelLibrary:
         return [Path(p) for p in data.get("added", []) if isinstance(p, str)]
 
     def _save_added(self) -> None:
-        _write_json(self.state_file, {"added": [str(p) for p in self._added]})
+        write_json(self.state_file, {"added": [str(p) for p in self._added]})
 
     def _load_cache(self) -> None:
         data = _read_json(self.cache_file)
@@ -433,7 +440,7 @@ class ModelLibrary:
         self._summaries = {k: v for k, v in self._summaries.items() if k in live}
         self._verdicts = {k: v for k, v in self._verdicts.items() if all(part in live for part in k.split("||"))}
         payload = {"version": _CACHE_VERSION, "summaries": self._summaries, "verdicts": self._verdicts}
-        _write_json(self.cache_file, payload)
+        write_json(self.cache_file, payload)
 
     def _live_files(self) -> Iterator[Path]:
         for key in self._summaries:
@@ -483,11 +490,3 @@ def _read_json(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _write_json(path: Path, data: dict) -> None:
-    # Write beside and rename, so a crash never leaves half a file.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QPointF, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QPointF, Qt, QTimer
 from PySide6.QtGui import (
     QGuiApplication,
     QPalette,
@@ -252,11 +252,6 @@ class CodeBlock(QFrame):
         self.copy_button.setText("Copied")
         QTimer.singleShot(1500, self.copy_button, lambda: self.copy_button.setText("Copy"))
 
-    def set_code(self, code: str) -> None:
-        if code != self.code:
-            self.code = code
-            self.view.setPlainText(code)
-
     def changeEvent(self, event) -> None:
         super().changeEvent(event)
         if event.type() == QEvent.Type.PaletteChange and not self._restyling:
@@ -276,8 +271,6 @@ class CodeBlock(QFrame):
 
 class MessageBody(QWidget):
     """The text of one message (see the module docstring for its three modes)."""
-
-    link_activated = Signal(str)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)

@@ -101,13 +101,10 @@ def read_choices(library, target_path: str, draft_path: str) -> ModelChoices:
         and not draft_problem
         and all(str(e.path) != draft_path for e in drafts.offered)
     ):
-        if not Path(draft_path).is_file():
-            draft_problem = "the file is missing"
-        else:
-            try:
-                draft_problem = library.draft_problem(target.path, draft_path) or "it is not smaller than the target"
-            except (OSError, EngineError) as e:
-                draft_problem = str(e)
+        try:
+            draft_problem = library.draft_problem(target.path, draft_path)
+        except (OSError, EngineError) as e:
+            draft_problem = str(e)
     return ModelChoices(entries, target, drafts, draft_problem, target_problem)
 
 
@@ -517,10 +514,6 @@ class SettingsDialog(QDialog):
         self.target_combo.setEnabled(True)
         self.target_combo.blockSignals(False)
 
-    def target_entry(self):
-        path = self.target_combo.currentData()
-        return next((e for e in self.entries if str(e.path) == path), None)
-
     def _fill_drafts(self, choices: ModelChoices, current: str) -> None:
         target = choices.target if str(getattr(choices.target, "path", "")) == self.target_combo.currentData() else None
         drafts = choices.drafts.offered if choices.drafts and target is not None else []
@@ -541,7 +534,7 @@ class SettingsDialog(QDialog):
         index = self.draft_combo.findData(current) if current else 0
         self.draft_combo.setCurrentIndex(max(index, 0))
         if current and index < 0 and target is not None:
-            reason = choices.draft_problem or "it is not smaller than the target"
+            reason = choices.draft_problem or "it is not in the model library"
             self.hidden_label.setText(
                 f"The draft you had, {Path(current).name}, cannot be used with this target: {reason}. "
                 + self.hidden_label.text()
@@ -582,7 +575,7 @@ class SettingsDialog(QDialog):
         if self.library is None:
             return False
         try:
-            problem = self.library.draft_problem(target, path)  # the target's vocabulary comes from the cache
+            problem = self.library.draft_problem(target, path)  # headers and verdicts come from the caches
             if problem:
                 self._say(self.draft_note, f"{Path(path).name} cannot be used as a draft for this target: {problem}.")
                 return False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import Enum
 
 
@@ -89,10 +89,3 @@ class ChatMessage:
     role: str  # "system" | "user" | "assistant"
     content: str
     reasoning: str = ""  # an assistant's thinking before its answer (sent back only if the template keeps it)
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    target: ModelSpec
-    draft: ModelSpec | None = None
-    spec: SpecParams = field(default_factory=SpecParams)

@@ -356,17 +356,6 @@ def catalogue(src: Path, seed: int = 9) -> list[Damage]:
     return items
 
 
-def make_all(src: Path, folder: Path, seed: int = 9) -> list[tuple[Damage, Path]]:
-    folder.mkdir(parents=True, exist_ok=True)
-    lay = read_layout(src)
-    made = []
-    for damage in catalogue(src, seed):
-        dest = folder / damage.filename
-        damage.make(src, dest, lay)
-        made.append((damage, dest))
-    return made
-
-
 def sparse_copy(damage: Damage, src: Path, dest: Path) -> None:
     """The damaged file with its header and size, its tensor data a hole (no disk space, same header)."""
     damage.make(src, dest, read_layout(src), sparse=True)

@@ -161,3 +161,27 @@ def test_reveal_command_per_platform():
     assert reveal_command(path, "Darwin") == ["open", "-R", "/m/x.gguf"]
     assert reveal_command(path, "Windows") == ["explorer", f"/select,{path}"]
     assert reveal_command(path, "Linux") == ["xdg-open", "/m"]
+
+
+def test_draft_problem_judges_any_file_in_the_words_of_draft_choices(layout, tmp_path):
+    library = make_library(layout)
+    entries = by_name(library.scan())
+    target = entries["qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"]
+    hidden = {e.path.name: reason for e, reason in library.draft_choices(target).hidden}
+    outside = tmp_path / "elsewhere"  # files the library does not list: chosen from disk in Settings
+    outside.mkdir()
+    for name in ("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "SmolLM2-135M-Instruct.Q4_1.gguf"):
+        (outside / name).symlink_to(entries[name].path.resolve())
+    small = outside / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    small.symlink_to(entries[small.name].path.resolve())
+
+    assert library.draft_problem(target.path, small) is None
+    assert (
+        library.draft_problem(target.path, outside / "SmolLM2-135M-Instruct.Q4_1.gguf")
+        == hidden["SmolLM2-135M-Instruct.Q4_1.gguf"]
+    )
+    # A file as large as the target is no draft, whatever its vocabulary (the size is checked first).
+    assert library.draft_problem(small, outside / target.path.name) == "not smaller than the target"
+    assert library.draft_problem(target.path, outside / "gone.gguf") == "the file is missing"
+    with pytest.raises(ModelFileError):
+        library.draft_problem(target.path, layout / "models" / "notes.gguf")

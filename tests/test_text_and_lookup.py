@@ -30,15 +30,6 @@ def test_lookup_index_follows_an_edited_history():
     assert index.propose([9, 8, 7, 9], 2) == [8, 7]  # not an extension: rebuilt
 
 
-def _feed(stream: TextStream, text: str, cut: list[int]) -> str:
-    data, out, pos = text.encode(), [], 0
-    for i, end in enumerate([*cut, len(text.encode())]):
-        out += [p.text for p in stream.push(i, data[pos:end], None)]
-        pos = end
-    out += [p.text for p in stream.finish()]
-    return "".join(out)
-
-
 def test_multibyte_characters_split_across_tokens_come_out_whole():
     text = "猫は🐈です"
     data = text.encode()

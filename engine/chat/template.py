@@ -37,10 +37,6 @@ def _slot(i: int) -> str:
     return f"\ue000{i}\ue001"
 
 
-def chatml(messages: Sequence[ChatMessage]) -> str:
-    return _render_chatml([{"role": m.role, "content": m.content} for m in messages])
-
-
 def _render_chatml(messages: list[dict]) -> str:
     parts = [f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages]
     return "".join(parts) + "<|im_start|>assistant\n"

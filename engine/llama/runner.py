@@ -152,7 +152,6 @@ class ModelRunner:
         self.cached: list[int] = []  # tokens whose K/V the context holds, positions 0..n-1
         self._eog: dict[int, bool] = {}
         self.bos_id = llama_cpp.llama_vocab_bos(self.vocab)
-        self.n_decoded = 0  # tokens decoded over this runner's life (for profiling)
 
     def _gpu_layers_for(self, spec: ModelSpec) -> int:
         """spec.n_gpu_layers as llama.cpp takes it: "all" and "auto" resolved (auto: what fits alone)."""
@@ -296,7 +295,6 @@ class ModelRunner:
                 raise ContextFullError(f"No room in the {self.n_ctx}-token context for {count} more tokens.")
             raise DecodeError(f"llama_decode failed (code {rc}) at position {start}.")
         self.cached.extend(tokens[start:end])
-        self.n_decoded += count
 
     def time_decodes(self, sizes: Sequence[int], repeats: int = 2) -> dict[int, float]:
         """Median seconds for one decode of n tokens, for each n in sizes (calibration).

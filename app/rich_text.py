@@ -1,10 +1,12 @@
 """A message's text on screen: streamed in, rendered as Markdown, or coloured token by token.
 
 MessageBody has three ways to show a text:
-- streaming: one text pane; new tokens are appended at the end with a QTextCursor, and the
-  Markdown is re-rendered at most RERENDER_S apart (never per token);
+- streaming: prose panes and code blocks as the text so far splits into them; new tokens are
+  appended to the last one with a QTextCursor, and the Markdown is re-rendered at most
+  RERENDER_S apart (never per token), only the parts that changed; a code fence as it arrives
+  re-renders at once, so a code block shows its frame, language and Copy button from its first line;
 - finished: Markdown, with each fenced code block in its own monospace CodeBlock that has a
-  Copy button;
+  Copy button and syntax colours (app/code_highlight.py);
 - token colours: the raw text with each token's background showing its source, and a
   tooltip per token.
 """
@@ -40,6 +42,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import theme
+from app.code_highlight import highlight, language_label
 from app.store import Token
 
 RERENDER_S = 0.3  # shortest Markdown re-render interval while streaming (longer for long answers)
@@ -85,23 +88,6 @@ def split_markdown(text: str) -> list[Segment]:
     if prose and "\n".join(prose).strip():
         segments.append(Segment("markdown", "\n".join(prose)))
     return [s for s in segments if s.kind == "code" or s.text.strip()]
-
-
-def close_open_fence(text: str) -> str:
-    """While streaming: close a code block whose closing fence has not arrived, so it shows as code."""
-    segments = split_markdown(text)
-    if segments and segments[-1].kind == "code" and not segments[-1].closed:
-        fence = "~~~" if _last_fence(text).startswith("~") else "```"
-        return text + ("" if text.endswith("\n") else "\n") + fence
-    return text
-
-
-def _last_fence(text: str) -> str:
-    for line in reversed(text.split("\n")):
-        m = _FENCE.match(line)
-        if m:
-            return m.group(1)
-    return "```"
 
 
 def decorate_code_blocks(doc: QTextDocument, pal: QPalette) -> None:
@@ -217,11 +203,13 @@ class TextPane(QTextBrowser):
 
 
 class CodeBlock(QFrame):
-    """A fenced code block: language, a Copy button, and the code in a monospace font."""
+    """A fenced code block: language, a Copy button, and the code in a monospace font, coloured
+    when the language is known; long lines scroll sideways inside the block."""
 
     def __init__(self, code: str, language: str = "", parent: QWidget | None = None):
         super().__init__(parent)
         self.code = code
+        self.language_name = language
         self.setObjectName("codeBlock")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setAutoFillBackground(True)
@@ -229,7 +217,7 @@ class CodeBlock(QFrame):
         layout.setContentsMargins(8, 2, 4, 6)
         layout.setSpacing(0)
         header = QHBoxLayout()
-        self.language = QLabel(language or "code")
+        self.language = QLabel(language_label(language))
         self.language.setAccessibleName("Code language")
         theme.tint(self.language)
         self.copy_button = QToolButton()
@@ -245,7 +233,35 @@ class CodeBlock(QFrame):
         self.view.setFont(theme.monospace())
         self.view.setPlainText(code)
         layout.addWidget(self.view)
+        self.highlighted = False  # whether the code has syntax colours (its language is known)
+        self._coloured_for: tuple[str, str] = ("", "")
         self._restyle()
+
+    def set_code(self, code: str, language: str) -> None:
+        """While streaming: the block's code so far (usually the old code plus a few lines)."""
+        if language != self.language_name:
+            self.language_name = language
+            self.language.setText(language_label(language))
+        if code.startswith(self.code):  # append: the view keeps its sideways scroll position
+            self.append_code(code[len(self.code) :])
+        elif code != self.code:
+            self.code = code
+            self.view.setPlainText(code)
+        if self._coloured_for != (self.code, self.language_name):
+            self._highlight()
+
+    def append_code(self, text: str) -> None:
+        """Cheap append between re-renders: plain until the next set_code colours it."""
+        if not text:
+            return
+        self.code += text
+        cursor = QTextCursor(self.view.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(text, QTextCharFormat())
+
+    def _highlight(self) -> None:
+        self.highlighted = highlight(self.view.document(), self.code, self.language_name, theme.is_dark())
+        self._coloured_for = (self.code, self.language_name)
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.code)
@@ -265,6 +281,7 @@ class CodeBlock(QFrame):
             pal = self.palette()
             pal.setColor(QPalette.ColorRole.Window, theme.card(QGuiApplication.palette(), 0.07))
             self.setPalette(pal)
+            self._highlight()  # colours for the new theme
         finally:
             self._restyling = False
 
@@ -282,7 +299,8 @@ class MessageBody(QWidget):
         self.colours = False
         self.streaming = False
         self.token_tooltip: Callable[[int], str] | None = None
-        self._pane: TextPane | None = None  # the single pane of the streaming and token modes
+        self._pane: TextPane | None = None  # the pane appended to: token mode's only one, streaming's last
+        self._segments: list[tuple[Segment, QWidget]] = []  # streaming: what is on screen, in order
         self._last_render = 0.0
         self._render_cost = 0.0
         self._cursor: QTextCursor | None = None
@@ -309,13 +327,19 @@ class MessageBody(QWidget):
         self.tokens.extend(tokens)
         added = "".join(t.text for t in tokens)
         self.text += added
-        if self._pane is None:
+        if self._pane is None and not self._segments:  # nothing on screen to append to yet
             self._rebuild()
             return
         if self.colours:
             self._append_tokens(tokens, first)
-        elif time.monotonic() - self._last_render >= max(RERENDER_S, 10 * self._render_cost):
-            self._render_markdown_pane()
+        elif (
+            "`" in added
+            or "~" in added
+            or time.monotonic() - self._last_render >= max(RERENDER_S, 10 * self._render_cost)
+        ):
+            self._render_streaming()  # at once for a fence, so a code block gets its frame now
+        elif isinstance(self._segments[-1][1], CodeBlock):
+            self._segments[-1][1].append_code(added)
         else:
             self._end_cursor().insertText(added)
 
@@ -336,6 +360,7 @@ class MessageBody(QWidget):
                 item.widget().deleteLater()
         self._pane = None
         self._cursor = None
+        self._segments = []
 
     def _rebuild(self) -> None:
         self._clear()
@@ -345,27 +370,54 @@ class MessageBody(QWidget):
             self._pane.token_tooltip = self.token_tooltip
             self._append_tokens(self.tokens, 0)
         elif self.streaming:
-            self._pane = self._new_pane()
-            self._render_markdown_pane()
+            self._render_streaming()
         else:
             for segment in split_markdown(self.text) or [Segment("markdown", "")]:
-                if segment.kind == "code":
-                    self._layout.addWidget(CodeBlock(segment.text, segment.language, self))
-                else:
-                    pane = self._new_pane()
-                    pane.document().setMarkdown(segment.text, MARKDOWN)
-                    decorate_code_blocks(pane.document(), self.palette())
+                self._add_segment(segment)
+
+    def _add_segment(self, segment: Segment) -> QWidget:
+        if segment.kind == "code":
+            block = CodeBlock(segment.text, segment.language, self)
+            self._layout.addWidget(block)
+            return block
+        pane = self._new_pane()
+        self._set_markdown(pane, segment.text)
+        return pane
+
+    def _set_markdown(self, pane: TextPane, text: str) -> None:
+        pane.document().setMarkdown(text, MARKDOWN)
+        decorate_code_blocks(pane.document(), self.palette())
 
     def _new_pane(self) -> TextPane:
         pane = TextPane(self)
         self._layout.addWidget(pane)
         return pane
 
-    def _render_markdown_pane(self) -> None:
+    def _render_streaming(self) -> None:
+        """Show the text so far as prose panes and code blocks, re-rendering only the parts that changed."""
         t0 = time.monotonic()
-        doc = self._pane.document()
-        doc.setMarkdown(close_open_fence(self.text), MARKDOWN)
-        decorate_code_blocks(doc, self.palette())
+        segments = split_markdown(self.text) or [Segment("markdown", "")]
+        kept = 0
+        while kept < min(len(segments), len(self._segments)) and segments[kept].kind == self._segments[kept][0].kind:
+            kept += 1
+        for _segment, widget in self._segments[kept:]:
+            self._layout.removeWidget(widget)
+            widget.hide()
+            widget.deleteLater()
+        for i, segment in enumerate(segments):
+            if i >= kept:
+                self._segments.append((segment, self._add_segment(segment)))
+                continue
+            old, widget = self._segments[i]
+            if old != segment:
+                if isinstance(widget, CodeBlock):
+                    widget.set_code(segment.text, segment.language)
+                else:
+                    self._set_markdown(widget, segment.text)
+                self._segments[i] = (segment, widget)
+        del self._segments[len(segments) :]
+        last = self._segments[-1][1]
+        self._pane = last if isinstance(last, TextPane) else None
         self._cursor = None
         self._last_render = time.monotonic()
         # Long answers re-render less often: at most a tenth of the time goes to re-rendering.

@@ -9,7 +9,7 @@ from app import qt_compat, theme
 from app.acceptance_chart import Histogram, RoundsChart, TimeSplitBar, _bins
 from app.chat_view import ChatView
 from app.composer import Composer
-from app.rich_text import CodeBlock, MessageBody, TextPane, close_open_fence, split_markdown
+from app.rich_text import CodeBlock, MessageBody, TextPane, split_markdown
 from app.stats_footer import StatsFooter, compare_texts, figures
 from app.store import Message, Token
 from engine.decoding.stats import AnswerStats
@@ -28,8 +28,6 @@ def test_split_markdown_finds_fenced_code_blocks():
     assert parts[1].text == "def f():\n    return 1" and parts[1].closed
     streaming = split_markdown("Text\n```js\nlet x")
     assert streaming[-1].kind == "code" and not streaming[-1].closed
-    assert close_open_fence("Text\n```js\nlet x").endswith("let x\n```")
-    assert close_open_fence("no code") == "no code"
     # A shorter fence does not close a longer one.
     assert split_markdown("````\n```\n````")[0].text == "```"
 

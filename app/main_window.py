@@ -2,14 +2,14 @@
 
 The window is the only place that knows all the parts. It never waits on the engine: requests
 go out as queued signals (EngineHost), events come back as queued signals, and a stop sets the
-request's cancel flag directly.
+request's cancel flag directly. Two controllers keep the state the window shows: ModelController
+(what is loaded: EngineState) and AnswerController (the answer or comparison running, its end).
 """
 
 from __future__ import annotations
 
 import html
 import logging
-import random
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Slot
@@ -28,27 +28,25 @@ from PySide6.QtWidgets import (
 )
 
 from app import theme
-from app.answers import STORE_WRITE_ERRORS, AnswerRecorder, answer_params, sampling_from_params, write_problem
+from app.answer_controller import AnswerController
+from app.answers import STORE_WRITE_ERRORS, write_problem
 from app.chat_view import ChatView
 from app.composer import Composer
 from app.downloads import MISSING_TIP, close_downloaders, downloader_available, open_downloader, open_library
 from app.export import to_json, to_markdown
 from app.hub_tasks import BackgroundTasks
 from app.load_guard import LoadGuard
+from app.model_controller import EngineState, ModelController
 from app.settings import Settings
 from app.settings_dialog import SettingsDialog
 from app.sidebar import Sidebar
-from app.stats_footer import compare_texts
 from app.status_bar import StatusBar
-from app.store import Conversation, Message, Store, history, title_from
+from app.store import Conversation, Message, Store, title_from
 from app.welcome import WelcomePanel
 from app.worker import EngineHost
-from engine import DoneEvent, FinishReason, RoundEvent
-from engine.config import ChatMessage, DrafterMode, SpecParams
+from engine import FinishReason
 
 log = logging.getLogger(__name__)
-
-TICK_MS = 250  # store writes and live statistics while an answer streams
 
 
 class MainWindow(QMainWindow):
@@ -65,46 +63,64 @@ class MainWindow(QMainWindow):
         self.store = store or Store()
         self.settings_path = settings_path
         self.settings = settings or Settings.load(settings_path)
-        self.load_guard = LoadGuard.beside(settings_path)  # a model that failed is not reloaded unasked
         self._library = library
         self.auto_setup = auto_setup
+        self.host = EngineHost(self)
+        # A model that failed is not reloaded unasked: the guard's record sits beside the settings.
+        self.models = ModelController(self.host, LoadGuard.beside(settings_path), self)
+        self.answers = AnswerController(self.host, self.store, self.models, self)
         self.conversation: Conversation | None = None
         self.messages: list[Message] = []
-        self.active: AnswerRecorder | None = None
-        self.compare_job: tuple[int, int] | None = None  # (request id, message id)
-        self.engine_info = None
         self.chat_format = None  # ChatFormatInfo of the loaded model
-        self.engine_state = "none"  # none, loading, ready, failed
-        self.loaded_key: tuple | None = None
-        self.target_step_s = 0.0
 
         self.setWindowTitle("Specula")
         self.setWindowIcon(theme.icon())
-        self.host = EngineHost(self)
         self.background = BackgroundTasks(self, max_threads=1)  # library reads, off the GUI thread
-        self._connect_worker()
         self._build()
         self._build_menus()
-        self._tick = QTimer(self)
-        self._tick.setInterval(TICK_MS)
-        self._tick.timeout.connect(self._on_tick)
+        self._connect_engine()
         self.refresh_sidebar()
         self._restore_geometry()
         QTimer.singleShot(0, self, self.start)
 
     # -- construction -------------------------------------------------------------------------
 
-    def _connect_worker(self) -> None:
+    @property
+    def conversation(self) -> Conversation | None:
+        """The conversation on screen (None: a new chat). The answer controller shows only its tokens."""
+        return self._conversation
+
+    @conversation.setter
+    def conversation(self, conversation: Conversation | None) -> None:
+        self._conversation = conversation
+        self.answers.shown_conversation = conversation.id if conversation else None
+
+    @property
+    def busy(self) -> bool:
+        """An answer or a comparison runs: sending, editing and regenerating wait for it."""
+        return self.answers.busy
+
+    def _connect_engine(self) -> None:
+        """The widgets to the engine thread's model signals and to the two controllers."""
         w = self.host.worker
-        w.token_received.connect(self._on_token)
-        w.round_finished.connect(self._on_round)
-        w.answer_finished.connect(self._on_done)
-        w.failed.connect(self._on_failed)
         w.load_progress.connect(self._on_load_progress)
-        w.loaded.connect(self._on_loaded)
         w.chat_format_known.connect(self._on_chat_format)
+        w.draft_refused.connect(self._on_draft_refused)
         w.starter_progress.connect(self._on_starter_progress)
         w.starter_finished.connect(self._on_starter_finished)
+        w.starter_failed.connect(self._on_starter_failed)
+        self.models.ready.connect(self._on_loaded)
+        self.models.load_failed.connect(self._on_load_failed)
+        a = self.answers
+        a.busy_changed.connect(self.composer.set_busy)
+        a.busy_changed.connect(self.chat_view.set_busy)
+        a.answer_started.connect(self._on_answer_started)
+        a.tokens_arrived.connect(self.chat_view.queue_tokens)
+        a.reasoning_arrived.connect(self.chat_view.queue_reasoning)
+        a.live_stats.connect(self.chat_view.set_live_stats)
+        a.answer_ended.connect(self._on_answer_ended)
+        a.comparison_changed.connect(self._show_comparison)
+        a.notice.connect(self.chat_view.show_notice)
 
     def _build(self) -> None:
         self.sidebar = Sidebar()
@@ -154,7 +170,7 @@ class MainWindow(QMainWindow):
         column.addWidget(self.chat_view, 1)
         self.composer = Composer()
         self.composer.send_requested.connect(self.send_message)
-        self.composer.stop_requested.connect(self.stop)
+        self.composer.stop_requested.connect(self.answers.stop)
         self.composer.edit_last_requested.connect(self.edit_last)
         column.addWidget(self.composer)
 
@@ -262,7 +278,7 @@ class MainWindow(QMainWindow):
                 s.target.path, s.draft.path = str(target), str(draft)
                 self.save_settings()
         if s.target.path and Path(s.target.path).is_file():
-            problem = self.load_guard.last_problem(s.target.path)
+            problem = self.models.load_guard.last_problem(s.target.path)
             if problem is None:
                 self.load_models()
             else:
@@ -291,19 +307,14 @@ class MainWindow(QMainWindow):
         self.pages.setCurrentWidget(self.chat_page)
 
     def load_models(self) -> None:
-        target, draft = self.settings.target_spec(), self.settings.draft_spec()
-        if target is None:
+        if not self.models.load(self.settings):  # no target chosen
             self.show_welcome()
             return
         self.show_chat()
-        self.engine_state = "loading"
-        self.loaded_key = self.settings.load_key()
         self.chat_view.clear_notices()
         self.status.set_engine(None)
-        self.status.models.setText(f"Loading {Path(target.path).name}…")
+        self.status.models.setText(f"Loading {Path(self.settings.target.path).name}…")
         self.status.set_progress("Loading target", 0.0)
-        self.load_guard.begin(target.path)
-        self.host.load(target, draft, self.settings.chat_template())
 
     @Slot(str, float)
     def _on_load_progress(self, stage: str, fraction: float) -> None:
@@ -314,11 +325,6 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_loaded(self, info) -> None:
-        self.engine_info = info
-        self.engine_state = "ready"
-        self.load_guard.succeeded()
-        verify = info.calibration.get("verify_s", {}) if info.calibration else {}
-        self.target_step_s = float(verify.get(1) or verify.get("1") or 0.0)
         self.status.set_progress(None)
         self.status.set_engine(info)
         self.status.showMessage(f"Ready: {info.target_name}", 4000)
@@ -330,7 +336,7 @@ class MainWindow(QMainWindow):
         path = self.settings.target.path
         if not chat_format.base_model or chat_format.source == "override" or path in self.settings.base_model_notices:
             return
-        name = self.engine_info.target_name if self.engine_info else Path(path).stem
+        name = self.models.info.target_name if self.models.info else Path(path).stem
         if chat_format.source == "family":
             text = f"{name} is a base model — no chat format in its file. Specula uses {chat_format.description}."
         else:
@@ -348,6 +354,24 @@ class MainWindow(QMainWindow):
         self.status.set_progress("Setting up the starter models", 0.0)
         self.host.assemble_starter()
 
+    @Slot(str)
+    def _on_load_failed(self, message: str) -> None:
+        self.status.set_progress(None)
+        self.status.set_engine(None)
+        self.status.models.setText("Model not loaded")
+        self.show_chat()
+        self.chat_view.show_notice(
+            "The model could not be loaded. " + message, actions=[("Settings…", self.open_settings)]
+        )
+
+    @Slot(str)
+    def _on_draft_refused(self, message: str) -> None:
+        self.chat_view.show_notice(
+            message + "\nSpecula continues with the target alone.",
+            kind="info",
+            actions=[("Settings…", self.open_settings)],
+        )
+
     @Slot(int, int)
     def _on_starter_progress(self, done: int, total: int) -> None:
         self.welcome.set_progress(done, total)
@@ -359,6 +383,11 @@ class MainWindow(QMainWindow):
         self.settings.target.path, self.settings.draft.path = target, draft
         self.save_settings()
         self.load_models()
+
+    @Slot(str)
+    def _on_starter_failed(self, message: str) -> None:
+        self.status.set_progress(None)
+        self.welcome.starter_failed(message)
 
     def add_model_file(self, path: str) -> bool:
         """Add a GGUF file to the library and use it (with the best compatible draft, if any)."""
@@ -429,15 +458,14 @@ class MainWindow(QMainWindow):
             self.apply_settings(dialog.result_settings())
 
     def apply_settings(self, new: Settings) -> None:
-        reload = new.load_key() != self.loaded_key or self.engine_state == "failed"
+        reload = new.load_key() != self.models.loaded_key or self.models.state == EngineState.FAILED
         new_template = new.chat_template() != self.settings.chat_template()
         self.settings = new
         self.save_settings()
         if reload and new.target.path:
-            if self.busy:
-                self.stop()
+            self.answers.stop()
             self.load_models()
-        elif new_template and self.engine_state == "ready":
+        elif new_template and self.models.state == EngineState.READY:
             self.host.set_chat_template(new.chat_template())
         self.chat_view.set_show_reasoning(new.show_reasoning)
 
@@ -487,23 +515,19 @@ class MainWindow(QMainWindow):
         conv = self.store.conversation(conversation_id)
         if conv is None:
             return
-        if self.active:
-            self.active.flush()
+        self.answers.flush()  # the store holds what is streaming before it is read back
         self.composer.cancel_edit()
         self.conversation = conv
         self.messages = self.store.messages(conv.id)
-        streaming_id = tokens = None
-        if self.active and self.active.message.conversation_id == conv.id:
-            streaming_id, tokens = self.active.message.id, self.active.tokens
-        self.chat_view.set_messages(self.messages, streaming_id, tokens)
-        if self.compare_job and (widget := self.chat_view.message_widget(self.compare_job[1])):
+        self.chat_view.set_messages(self.messages, *self.answers.streaming_in(conv.id))
+        if (job := self.answers.comparing) and (widget := self.chat_view.message_widget(job.message_id)):
             widget.set_comparison(None, running=True)  # still comparing it
         self._update_title()
         self.show_chat_if_ready()
         self.composer.input.setFocus()
 
     def show_chat_if_ready(self) -> None:
-        if self.pages.currentWidget() is self.welcome and self.engine_state != "none":
+        if self.pages.currentWidget() is self.welcome and self.models.state != EngineState.NONE:
             self.show_chat()
 
     def new_conversation(self) -> None:
@@ -525,8 +549,8 @@ class MainWindow(QMainWindow):
         conv = self.store.conversation(conversation_id)
         if conv is None:
             return
-        if self.active and self.active.message.conversation_id == conversation_id:
-            self.stop()
+        if (rec := self.answers.active) and rec.message.conversation_id == conversation_id:
+            self.answers.stop()
         self.store.delete_conversation(conversation_id)
         if self.conversation and self.conversation.id == conversation_id:
             self.new_conversation()
@@ -567,10 +591,6 @@ class MainWindow(QMainWindow):
 
     # -- asking -------------------------------------------------------------------------------
 
-    @property
-    def busy(self) -> bool:
-        return self.active is not None or self.compare_job is not None
-
     def send_message(self, text: str) -> bool:
         """Send text as the user's next message (or as the edited last message) and start the answer."""
         text = text.strip()
@@ -602,151 +622,39 @@ class MainWindow(QMainWindow):
             return False
         self.composer.clear()
         self.refresh_sidebar()
-        self._start_answer()
+        self._answer()
         return True
 
-    def _start_answer(self) -> None:
-        s = self.settings
-        seed = s.seed if s.seed >= 0 else random.randrange(1, 2**31 - 1)
-        sampling, spec = s.sampling(seed), s.spec()
-        chat = self._chat_messages(history(self.messages), s.system_prompt)
-        names = self._model_names()
-        params = answer_params(sampling, spec, s.system_prompt, *names)
-        try:
-            message = self.store.add_message(self.conversation.id, "assistant", "", complete=False, params=params)
-        except STORE_WRITE_ERRORS as e:
-            self.chat_view.show_notice(write_problem(e, "a new answer") + " No answer was started.")
-            return
-        self.messages.append(message)
-        request = self.host.answer(chat, sampling, spec)
-        self.active = AnswerRecorder(
-            self.store, message, request.id, self.target_step_s, on_write_error=self.chat_view.show_notice
-        )
-        self.active.stats.backend = self.engine_info.backend if self.engine_info else ""
-        self.chat_view.add_message(message, streaming=True)
-        self._set_busy(True)
-
-    def _model_names(self) -> tuple[str | None, str | None]:
-        if self.engine_info is not None:
-            return self.engine_info.target_name, self.engine_info.draft_name
-        # Not loaded (yet): file names, rather than reading headers on the GUI thread.
-        draft = self.settings.draft.path
-        return Path(self.settings.target.path).stem, Path(draft).stem if draft else None
-
-    @staticmethod
-    def _chat_messages(messages: list[Message], system_prompt: str) -> list[ChatMessage]:
-        chat = [ChatMessage("system", system_prompt)] if system_prompt else []
-        return chat + [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
-
-    def _set_busy(self, busy: bool) -> None:
-        self.composer.set_busy(busy)
-        self.chat_view.set_busy(busy)
-        if busy:
-            self._tick.start()
-        else:
-            self._tick.stop()
-
-    def stop(self) -> None:
-        if self.active:
-            self.host.stop(self.active.request_id)
-        if self.compare_job:
-            self.host.stop(self.compare_job[0])
+    def _answer(self) -> None:
+        self.answers.ask(self.conversation.id, self.messages, self.settings)
 
     def stop_or_cancel(self) -> None:
         if self.busy:
-            self.stop()
+            self.answers.stop()
         else:
             self.composer.cancel_edit()
 
-    # -- events from the worker ---------------------------------------------------------------
+    # -- what the answer controller reports -------------------------------------------------------
 
-    @Slot(int, str, str, int, bool)
-    def _on_token(self, request_id: int, text: str, source: str, round_index: int, reasoning: bool) -> None:
-        rec = self.active
-        if rec is None or rec.request_id != request_id:
-            return
-        token = rec.add_token(text, source, round_index, reasoning)
-        if self._showing(rec.message):
-            if reasoning:
-                self.chat_view.queue_reasoning(rec.message.id, text)
-            else:
-                self.chat_view.queue_tokens(rec.message.id, [token])
+    @Slot(object)
+    def _on_answer_started(self, message: Message) -> None:
+        self.messages.append(message)
+        self.chat_view.add_message(message, streaming=True)
 
-    @Slot(int, object)
-    def _on_round(self, request_id: int, event: RoundEvent) -> None:
-        if self.active is not None and self.active.request_id == request_id:
-            self.active.add_round(event)
-
-    def _on_tick(self) -> None:
-        rec = self.active
-        if rec is None:
-            return
-        rec.flush()
-        if self._showing(rec.message):
-            self.chat_view.set_live_stats(rec.message.id, rec.live_stats())
-
-    def _showing(self, message: Message) -> bool:
-        return self.conversation is not None and self.conversation.id == message.conversation_id
-
-    @Slot(int, object)
-    def _on_done(self, request_id: int, done: DoneEvent) -> None:
-        if self.compare_job and self.compare_job[0] == request_id:
-            self._on_compare_done(done)
-            return
-        rec = self.active
-        if rec is None or rec.request_id != request_id:
-            return
-        if self._showing(rec.message):
-            self.chat_view.flush()
-        message = rec.finish(done)
-        self._answer_ended(message)
-        if done.finish_reason == FinishReason.CANCELLED:
+    @Slot(object, bool)
+    def _on_answer_ended(self, message: Message, shown: bool) -> None:
+        if shown:
+            self.chat_view.finish_message(message)  # draws the tokens still queued first
+        self.refresh_sidebar()
+        if message.finish_reason == FinishReason.CANCELLED.value:
             self.status.showMessage("Stopped.", 3000)
 
-    def _answer_ended(self, message: Message) -> None:
-        self.active = None
-        if self._showing(message):
-            self.chat_view.finish_message(message)
-        self._set_busy(False)
-        self.refresh_sidebar()
-
-    @Slot(str, int, str)
-    def _on_failed(self, operation: str, request_id: int, message: str) -> None:
-        if operation == "load":
-            self.engine_state = "failed"
-            self.load_guard.failed(self.settings.target.path, message)
-            self.engine_info = None
-            self.status.set_progress(None)
-            self.status.set_engine(None)
-            self.status.models.setText("Model not loaded")
-            self.show_chat()
-            self.chat_view.show_notice(
-                "The model could not be loaded. " + message, actions=[("Settings…", self.open_settings)]
-            )
-        elif operation == "draft":
-            self.chat_view.show_notice(
-                message + "\nSpecula continues with the target alone.",
-                kind="info",
-                actions=[("Settings…", self.open_settings)],
-            )
-        elif operation == "starter":
-            self.status.set_progress(None)
-            self.welcome.starter_failed(message)
-        elif operation == "answer":
-            if self.compare_job and self.compare_job[0] == request_id:
-                mid = self.compare_job[1]
-                self.compare_job = None
-                self._set_busy(False)
-                widget = self.chat_view.message_widget(mid)
-                if widget:
-                    widget.set_comparison(None)
-                self.chat_view.show_notice("The comparison failed. " + message)
-                return
-            rec = self.active
-            if rec is not None and rec.request_id == request_id:
-                if self._showing(rec.message):
-                    self.chat_view.flush()
-                self._answer_ended(rec.fail(message))
+    @Slot(int, object, bool)
+    def _show_comparison(self, message_id: int, comparison: dict | None, running: bool) -> None:
+        if comparison is not None and (answer := next((m for m in self.messages if m.id == message_id), None)):
+            answer.comparison = comparison
+        if widget := self.chat_view.message_widget(message_id):
+            widget.set_comparison(comparison, running=running)
 
     # -- regenerate, edit, copy ---------------------------------------------------------------
 
@@ -756,7 +664,7 @@ class MainWindow(QMainWindow):
         self.store.delete_messages_after(message_id, inclusive=True)
         self.messages.pop()
         self.chat_view.remove_message(message_id)
-        self._start_answer()
+        self._answer()
 
     def regenerate_last(self) -> None:
         if self.messages and self.messages[-1].role == "assistant":
@@ -784,46 +692,9 @@ class MainWindow(QMainWindow):
     # -- compare with plain decoding ----------------------------------------------------------
 
     def compare_with_plain(self, message_id: int) -> None:
-        if self.busy:
-            return
         index = next((i for i, m in enumerate(self.messages) if m.id == message_id), None)
-        if index is None:
-            return
-        answer = self.messages[index]
-        if answer.stats is None:
-            return
-        sampling = sampling_from_params(answer.params)
-        if answer.finish_reason in ("cancelled", "length"):
-            sampling = sampling.with_(max_tokens=max(answer.stats.n_tokens, 1))
-        chat = self._chat_messages(history(self.messages[:index]), answer.params.get("system_prompt", ""))
-        request = self.host.answer(chat, sampling, SpecParams(mode=DrafterMode.OFF), purpose="compare")
-        self.compare_job = (request.id, message_id)
-        widget = self.chat_view.message_widget(message_id)
-        if widget:
-            widget.set_comparison(None, running=True)
-        self._set_busy(True)
-
-    def _on_compare_done(self, done: DoneEvent) -> None:
-        _, message_id = self.compare_job
-        self.compare_job = None
-        self._set_busy(False)
-        # By id, from the store when needed: the user may have switched conversations meanwhile,
-        # and the measured result is stored for when they come back.
-        answer = next((m for m in self.messages if m.id == message_id), None) or self.store.message(message_id)
-        widget = self.chat_view.message_widget(message_id)
-        if answer is None:  # deleted meanwhile
-            return
-        if done.finish_reason in (FinishReason.CANCELLED, FinishReason.ERROR):
-            if widget:
-                widget.set_comparison(answer.comparison)
-            if done.error:
-                self.chat_view.show_notice("The comparison failed. " + done.error)
-            return
-        comparison = build_comparison(answer, done)
-        answer.comparison = comparison
-        self.store.set_comparison(message_id, comparison)
-        if widget:
-            widget.set_comparison(comparison)
+        if index is not None:
+            self.answers.compare(self.messages[index], self.messages[:index])
 
     # -- window -------------------------------------------------------------------------------
 
@@ -859,35 +730,14 @@ class MainWindow(QMainWindow):
         if getattr(self, "_shut", False):
             return
         self._shut = True
-        if self.engine_state == "loading":
-            self.load_guard.abandoned()
-        self._tick.stop()
+        self.models.close()  # a load still running is abandoned, not failed
         close_downloaders(self)  # a running download pauses; its partial file is kept to resume
         self.host.shutdown()  # bounded: cancels the answer, a load or the starter assembly
         self.background.wait(3000)  # a library read ends by itself; its result goes nowhere
-        if self.active is not None:
-            self.active.cancel()
-            self.active = None
-        self.compare_job = None
+        self.answers.close()  # the answer that streamed is kept, marked stopped
         self.settings.window_geometry = bytes(self.saveGeometry().toBase64()).decode()
         self.settings.splitter_state = bytes(self.splitter.saveState().toBase64()).decode()
         self.save_settings()
-
-
-def build_comparison(answer: Message, plain: DoneEvent) -> dict:
-    spec_tps = answer.stats.gen_tps if answer.stats else 0.0
-    plain_tps = plain.stats.gen_tps
-    identical, first = compare_texts(answer.content, plain.text)
-    return {
-        "spec_tps": spec_tps,
-        "plain_tps": plain_tps,
-        "measured_speedup": spec_tps / plain_tps if plain_tps > 0 else 0.0,
-        "identical": identical,
-        "first_difference": first,
-        "plain_tokens": plain.stats.n_tokens,
-        "temperature": answer.params.get("sampling", {}).get("temperature", 0.0),
-        "seed": answer.params.get("sampling", {}).get("seed"),
-    }
 
 
 def _starter_available() -> bool:

@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from app import theme
     from app.main_window import MainWindow
+    from app.model_controller import EngineState
     from app.settings import ModelSettings, Settings
     from app.store import Store
     from engine.models import starter
@@ -75,7 +76,10 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.005)
         return done()
 
-    if not spin(lambda: window.engine_state in ("ready", "failed")) or window.engine_state == "failed":
+    if (
+        not spin(lambda: window.models.state in (EngineState.READY, EngineState.FAILED))
+        or window.models.state == EngineState.FAILED
+    ):
         print("the models did not load", file=sys.stderr)
         return 1
     questions = args.ask or ["Write a Python function that checks whether a number is prime."]
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         window.send_message(question)
         last = i == len(questions) - 1
         if last:
-            spin(lambda: window.active is None or len(window.active.tokens) >= args.at_tokens)
+            spin(lambda: window.answers.active is None or len(window.answers.active.tokens) >= args.at_tokens)
         else:
             spin(lambda: not window.busy)
             if args.details and i == 0:

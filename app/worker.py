@@ -79,7 +79,11 @@ class EngineWorker(QObject):
     token_received = Signal(int, str, str, int, bool)  # request id, text, source, round index, thinking
     round_finished = Signal(int, object)  # request id, RoundEvent
     answer_finished = Signal(int, object)  # request id, DoneEvent
-    failed = Signal(str, int, str)  # operation ("load", "draft", "answer", "starter"), request id, message
+    # Failures, one signal per operation (each carries a message for the user).
+    load_failed = Signal(str)  # no model is loaded now
+    draft_refused = Signal(str)  # the draft was left out (incompatible); the target loads alone
+    answer_failed = Signal(int, str)  # request id: it ended without a DoneEvent
+    starter_failed = Signal(str)
     cancelled = Signal(str)  # operation ("load", "starter"): stopped on request, nothing left half-done
     starter_progress = Signal(int, int)  # bytes done, total
     starter_finished = Signal(str, str)  # target path, draft path
@@ -103,7 +107,7 @@ class EngineWorker(QObject):
                 self.engine = Engine(target, draft, progress=progress, cancel=cancel)
             except IncompatibleDraftError as e:
                 # Keep working with the target alone, and say why the draft was left out.
-                self.failed.emit("draft", 0, e.user_message())
+                self.draft_refused.emit(e.user_message())
                 self.engine = Engine(target, None, progress=progress, cancel=cancel)
             self.loaded.emit(self.engine.info)
         except OperationCancelled:
@@ -113,7 +117,7 @@ class EngineWorker(QObject):
         except Exception as e:  # noqa: BLE001 - every failure becomes a message, never a dead thread
             log.exception("loading failed")
             self.engine = None
-            self.failed.emit("load", 0, describe(e))
+            self.load_failed.emit(describe(e))
 
     @Slot(object)
     def set_chat_template(self, override: str | None) -> None:
@@ -128,8 +132,8 @@ class EngineWorker(QObject):
         if self.closing.is_set():
             return
         if self.engine is None:
-            self.failed.emit(
-                "answer", request.id, "No model is loaded.\nChoose a model in Settings, or fix the error shown above."
+            self.answer_failed.emit(
+                request.id, "No model is loaded.\nChoose a model in Settings, or fix the error shown above."
             )
             return
         round_index = -1
@@ -147,10 +151,10 @@ class EngineWorker(QObject):
                     done = event
         except Exception as e:  # noqa: BLE001 - llama-cpp-python raises RuntimeError; keep the thread alive
             log.exception("answer failed")
-            self.failed.emit("answer", request.id, describe(e))
+            self.answer_failed.emit(request.id, describe(e))
             return
         if done is None:  # the engine promises a DoneEvent; say so rather than hang the GUI
-            self.failed.emit("answer", request.id, "The engine ended the answer without a result. Try again.")
+            self.answer_failed.emit(request.id, "The engine ended the answer without a result. Try again.")
             return
         self.answer_finished.emit(request.id, done)
 
@@ -168,7 +172,7 @@ class EngineWorker(QObject):
             self.cancelled.emit("starter")
         except Exception as e:  # noqa: BLE001
             log.exception("starter assembly failed")
-            self.failed.emit("starter", 0, describe(e))
+            self.starter_failed.emit(describe(e))
 
     @Slot()
     def shutdown(self) -> None:
@@ -213,7 +217,7 @@ class EngineHost(QObject):
         self.starter_requested.connect(self.worker.assemble_starter, queued)
         self.shutdown_requested.connect(self.worker.shutdown, queued)
         self.worker.answer_finished.connect(self._forget)
-        self.worker.failed.connect(self._on_failed)
+        self.worker.answer_failed.connect(self._forget)
         _threads.add(self.thread)
         self.thread.start()
 
@@ -279,11 +283,6 @@ class EngineHost(QObject):
         self.worker.close_engine()
         return True
 
-    @Slot(int, object)
-    def _forget(self, request_id: int, _done=None) -> None:
+    def _forget(self, request_id: int, _result=None) -> None:
+        """The answer ended (its DoneEvent or its failure message): its cancel flag is no longer needed."""
         self._pending.pop(request_id, None)
-
-    @Slot(str, int, str)
-    def _on_failed(self, operation: str, request_id: int, _message: str) -> None:
-        if operation == "answer":
-            self._pending.pop(request_id, None)

@@ -32,6 +32,7 @@ def make_window(qtbot, isolated_home):
     left running.
     """
     from app.main_window import MainWindow
+    from app.model_controller import EngineState
     from app.store import Store
     from engine.models.library import ModelLibrary
 
@@ -48,7 +49,9 @@ def make_window(qtbot, isolated_home):
         window.show()
         window.activateWindow()
         if wait:
-            qtbot.waitUntil(lambda: window.engine_state in ("ready", "failed"), timeout=LOAD_TIMEOUT_MS)
+            qtbot.waitUntil(
+                lambda: window.models.state in (EngineState.READY, EngineState.FAILED), timeout=LOAD_TIMEOUT_MS
+            )
         return window
 
     yield make

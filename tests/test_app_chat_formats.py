@@ -1,6 +1,7 @@
 """The app with a base model (Gemma 3 270M: no chat template in its file) and a per-model format override."""
 # ruff: noqa: F811  (pytest fixtures imported from tests.app_helpers)
 
+from app.model_controller import EngineState
 from app.settings import ModelSettings, Settings
 from tests.app_helpers import ask, make_window, smol_settings  # noqa: F401 (a fixture)
 
@@ -15,7 +16,7 @@ def notices_about_base_models(window) -> list[str]:
 
 def test_a_base_model_gets_its_familys_format_and_a_notice_once(qtbot, make_window, gemma3_path):
     window = make_window(gemma_settings(gemma3_path))
-    assert window.engine_state == "ready"
+    assert window.models.state == EngineState.READY
     qtbot.waitUntil(lambda: window.chat_format is not None, timeout=10_000)
     assert window.chat_format.source == "family" and window.chat_format.base_model
     qtbot.waitUntil(lambda: bool(notices_about_base_models(window)), timeout=5_000)
@@ -37,7 +38,7 @@ def test_a_format_chosen_in_settings_is_used_and_remembered_for_that_file(qtbot,
     window.apply_settings(new)
     qtbot.waitUntil(lambda: window.chat_format.source == "override", timeout=10_000)
     assert "ChatML" in window.chat_format.description
-    assert window.engine_state == "ready", "a format change does not reload the model"
+    assert window.models.state == EngineState.READY, "a format change does not reload the model"
     assert Settings.load(window.settings_path).chat_templates == {gemma3_path: "chatml"}
 
 

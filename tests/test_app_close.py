@@ -25,10 +25,16 @@ HOLD_S = 30  # how long the held work waits for the close to cancel it: only a h
 DIRECT = Qt.ConnectionType.DirectConnection  # runs on the engine thread, inside the work itself
 
 
-def record(signal) -> list:
+def record(*signals) -> list:
     seen = []
-    signal.connect(lambda *args: seen.append(args), DIRECT)
+    for signal in signals:
+        signal.connect(lambda *args: seen.append(args), DIRECT)
     return seen
+
+
+def failures(worker) -> list:
+    """Every failure the worker reports, whatever the operation."""
+    return record(worker.load_failed, worker.draft_refused, worker.answer_failed, worker.starter_failed)
 
 
 def test_closing_while_the_model_loads_cancels_the_load(qtbot, make_window, smollm2_path):
@@ -44,7 +50,7 @@ def test_closing_while_the_model_loads_cancels_the_load(qtbot, make_window, smol
 
     progress = record(worker.load_progress)
     worker.load_progress.connect(hold, DIRECT)
-    cancelled, failed, loaded = record(worker.cancelled), record(worker.failed), record(worker.loaded)
+    cancelled, failed, loaded = record(worker.cancelled), failures(worker), record(worker.loaded)
     qtbot.waitUntil(inside_load.is_set, timeout=LOAD_TIMEOUT_MS)
 
     window.close()
@@ -85,7 +91,7 @@ def test_closing_while_the_starter_pair_is_assembled_leaves_no_partial_file(
             window.host.starter_cancel.wait(HOLD_S)
 
     worker.starter_progress.connect(hold, DIRECT)
-    cancelled, failed, finished = record(worker.cancelled), record(worker.failed), record(worker.starter_finished)
+    cancelled, failed, finished = record(worker.cancelled), failures(worker), record(worker.starter_finished)
     window.assemble_starter()
     qtbot.waitUntil(mid_file.is_set, timeout=LOAD_TIMEOUT_MS)
     models = starter.models_dir()

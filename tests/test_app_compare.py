@@ -20,7 +20,7 @@ def test_a_comparison_that_ends_in_another_conversation_is_kept(qtbot, make_wind
     answer = ask(qtbot, window, "List the first ten prime numbers.")
     first = window.conversation.id
     window.chat_view.message_widget(answer.id).footer.compare_button.click()
-    assert window.compare_job is not None
+    assert window.answers.comparing is not None
     window.new_conversation()  # away while the plain rerun runs
     wait_answer(qtbot, window)
 

@@ -25,6 +25,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 app = QApplication([])
 from app.main_window import MainWindow
+from app.model_controller import EngineState
 from app.settings import ModelSettings, Settings
 from app.store import Store
 from engine.models.library import ModelLibrary
@@ -34,7 +35,7 @@ settings = Settings(target=ModelSettings(model), draft=ModelSettings(model), con
 window = MainWindow(Store(), settings, library=ModelLibrary(scan_external=False))
 window.show()
 def ask():
-    if window.engine_state == "ready" and not window.messages:
+    if window.models.state == EngineState.READY and not window.messages:
         window.send_message("Count from 1 to 1000, one number per line.")
 timer = QTimer()
 timer.timeout.connect(ask)

@@ -6,6 +6,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QToolButton
 
 from app.load_guard import LoadGuard
+from app.model_controller import EngineState
 from tests import gguf_damage
 from tests.app_helpers import LOAD_TIMEOUT_MS, make_window, smol_settings  # noqa: F401 (a fixture)
 
@@ -40,16 +41,16 @@ def test_a_bad_target_in_settings_fails_once_then_the_next_start_asks(qtbot, mak
     settings.save()
 
     first = make_window(None)  # as the app starts: the settings file names the bad target
-    assert first.engine_state == "failed"
+    assert first.models.state == EngineState.FAILED
     assert damage.filename in _notices(first) and "block_count" in _notices(first)
     first.close()
 
     second = make_window(None, wait=False)
     qtbot.waitUntil(lambda: "Try again" in _buttons(second), timeout=10_000)
-    assert second.engine_state == "none"  # not loaded by itself
+    assert second.models.state == EngineState.NONE  # not loaded by itself
     assert "was not loaded automatically" in _notices(second) and "block_count" in _notices(second)
     _buttons(second)["Try again"].click()  # the user asks: it is tried, and fails with its message again
-    qtbot.waitUntil(lambda: second.engine_state == "failed", timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: second.models.state == EngineState.FAILED, timeout=LOAD_TIMEOUT_MS)
 
 
 def test_after_a_crash_while_loading_the_app_asks_and_try_again_loads(qtbot, make_window, smollm2_path):
@@ -59,12 +60,12 @@ def test_after_a_crash_while_loading_the_app_asks_and_try_again_loads(qtbot, mak
 
     window = make_window(None, wait=False)
     qtbot.waitUntil(lambda: "Try again" in _buttons(window), timeout=10_000)
-    assert window.engine_state == "none"
+    assert window.models.state == EngineState.NONE
     assert "never finished" in _notices(window)
     _buttons(window)["Try again"].click()
-    qtbot.waitUntil(lambda: window.engine_state == "ready", timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.models.state == EngineState.READY, timeout=LOAD_TIMEOUT_MS)
     assert LoadGuard.beside(None).last_problem(smollm2_path) is None
     window.close()
 
     again = make_window(None)  # a good load clears the record: the next start loads by itself
-    assert again.engine_state == "ready"
+    assert again.models.state == EngineState.READY

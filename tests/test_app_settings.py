@@ -8,6 +8,7 @@ import pytest
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QPlainTextEdit, QPushButton, QSpinBox
 
 import engine.models.library
+from app.model_controller import EngineState
 from app.settings import ModelSettings, Settings
 from app.settings_dialog import NONE_LABEL, SettingsDialog
 from engine.models.library import ModelLibrary
@@ -123,8 +124,10 @@ def test_settings_survive_a_restart(qtbot, make_window, smollm2_path, isolated_h
     dialog.target_threads.setValue(1)
     chosen = dialog.result_settings()
     window.apply_settings(chosen)  # the context changed: the models reload
-    qtbot.waitUntil(lambda: window.engine_state == "ready" and window.engine_info.n_ctx == 1536, timeout=120_000)
-    assert window.engine_info.n_threads == 1
+    qtbot.waitUntil(
+        lambda: window.models.state == EngineState.READY and window.models.info.n_ctx == 1536, timeout=120_000
+    )
+    assert window.models.info.n_threads == 1
     window.close()
 
     again = make_window()  # reads settings.json from the data folder

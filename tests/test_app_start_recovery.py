@@ -7,6 +7,7 @@ import json
 from PySide6.QtWidgets import QMessageBox
 
 from app.main_window import _starter_available
+from app.model_controller import EngineState
 from app.worker import running_threads
 
 
@@ -16,7 +17,7 @@ def start(qtbot):
     window = open_window()
     qtbot.addWidget(window)
     qtbot.waitExposed(window)
-    qtbot.waitUntil(lambda: bool(window.welcome.note.text()) or window.engine_state != "none")  # start() ran
+    qtbot.waitUntil(lambda: bool(window.welcome.note.text()) or window.models.state != EngineState.NONE)  # start() ran
     return window
 
 

@@ -7,6 +7,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
+from app.model_controller import EngineState
 from app.store import Store
 from engine.decoding.stats import AnswerStats
 from tests.app_helpers import ask, make_window, smol_settings, wait_answer  # noqa: F401 (a fixture)
@@ -16,11 +17,11 @@ LONG = "Count from 1 to 300, one number per line."
 
 def test_enter_streams_tokens_then_the_footer_shows_statistics_and_the_chart_has_data(qtbot, make_window, smollm2_path):
     window = make_window(smol_settings(smollm2_path, max_tokens=120))
-    assert window.engine_state == "ready"
+    assert window.models.state == EngineState.READY
     assert "Smollm2" in window.status.models.text() and "CPU" in window.status.backend.text()
     seen_streaming = []
     window.host.worker.token_received.connect(
-        lambda *_: seen_streaming.append(window.busy and window.active is not None)
+        lambda *_: seen_streaming.append(window.busy and window.answers.active is not None)
     )
     message = ask(qtbot, window, LONG, wait=False)
     widget = window.chat_view.message_widget(window.messages[-1].id)
@@ -54,7 +55,9 @@ def test_enter_streams_tokens_then_the_footer_shows_statistics_and_the_chart_has
 def test_stop_mid_answer_with_esc_then_ask_again(qtbot, make_window, smollm2_path):
     window = make_window(smol_settings(smollm2_path, max_tokens=500))
     ask(qtbot, window, LONG, wait=False)
-    qtbot.waitUntil(lambda: window.active is not None and len(window.active.tokens) >= 8, timeout=60_000)
+    qtbot.waitUntil(
+        lambda: window.answers.active is not None and len(window.answers.active.tokens) >= 8, timeout=60_000
+    )
     qtbot.waitUntil(window.isActiveWindow, timeout=5_000)
     qtbot.keyClick(window.composer.input, Qt.Key.Key_Escape)
     wait_answer(qtbot, window)
@@ -72,7 +75,9 @@ def test_stop_mid_answer_with_esc_then_ask_again(qtbot, make_window, smollm2_pat
 def test_stop_button_takes_effect(qtbot, make_window, smollm2_path):
     window = make_window(smol_settings(smollm2_path, max_tokens=500))
     ask(qtbot, window, LONG, wait=False)
-    qtbot.waitUntil(lambda: window.active is not None and len(window.active.tokens) >= 4, timeout=60_000)
+    qtbot.waitUntil(
+        lambda: window.answers.active is not None and len(window.answers.active.tokens) >= 4, timeout=60_000
+    )
     assert window.composer.button.text() == "Stop"
     window.composer.button.click()
     wait_answer(qtbot, window)
@@ -168,7 +173,7 @@ def test_engine_load_error_shows_a_message_and_the_app_keeps_working(qtbot, make
     bad.parent.mkdir(parents=True, exist_ok=True)
     bad.write_bytes(b"this is not a model")
     window = make_window(smol_settings(str(bad)))
-    assert window.engine_state == "failed"
+    assert window.models.state == EngineState.FAILED
     notice = window.chat_view.notices[-1]
     assert "could not be loaded" in notice.text() and "GGUF" in notice.text()
     answer = ask(qtbot, window, "Hello?")
@@ -238,7 +243,7 @@ def test_first_start_without_models_shows_the_welcome_panel(qtbot, make_window, 
     assert window.welcome.starter_button.isEnabled() == starter.starter_available()
     assert window.welcome.add_button.isEnabled()
     window.assemble_starter()
-    qtbot.waitUntil(lambda: window.engine_state == "ready", timeout=120_000)
+    qtbot.waitUntil(lambda: window.models.state == EngineState.READY, timeout=120_000)
     assert calls and window.pages.currentWidget() is window.chat_page
     assert window.settings.target.path == smollm2_path
 
@@ -247,7 +252,7 @@ def test_add_a_gguf_file_from_the_welcome_panel(qtbot, make_window, smollm2_path
     window = make_window(wait=False)
     qtbot.waitUntil(lambda: window.pages.currentWidget() is window.welcome, timeout=5_000)
     window.welcome.add_file_requested.emit(smollm2_path)
-    qtbot.waitUntil(lambda: window.engine_state == "ready", timeout=120_000)
+    qtbot.waitUntil(lambda: window.models.state == EngineState.READY, timeout=120_000)
     assert window.settings.target.path == smollm2_path
     assert window.store is not None and window.pages.currentWidget() is window.chat_page
 
@@ -279,7 +284,7 @@ def test_load_progress_reaches_the_status_bar(qtbot, make_window, smollm2_path):
     stages = []
     window = make_window(smol_settings(smollm2_path), wait=False)
     window.host.worker.load_progress.connect(lambda stage, _f: stages.append(stage))
-    qtbot.waitUntil(lambda: window.engine_state == "ready", timeout=120_000)
+    qtbot.waitUntil(lambda: window.models.state == EngineState.READY, timeout=120_000)
     qtbot.waitUntil(lambda: "Ready" in stages, timeout=5_000)
     assert "Measuring this machine" in stages
     assert not window.status.progress.isVisible()
@@ -330,17 +335,19 @@ def test_switching_conversations_while_an_answer_streams(qtbot, make_window, smo
     window = make_window(smol_settings(smollm2_path, max_tokens=400))
     ask(qtbot, window, LONG, wait=False)
     streaming_conv = window.conversation.id
-    qtbot.waitUntil(lambda: window.active is not None and len(window.active.tokens) >= 5, timeout=60_000)
+    qtbot.waitUntil(
+        lambda: window.answers.active is not None and len(window.answers.active.tokens) >= 5, timeout=60_000
+    )
     window.new_conversation()
     assert window.chat_view.widgets == {} and window.busy
-    qtbot.waitUntil(lambda: len(window.active.tokens) >= 15, timeout=60_000)
+    qtbot.waitUntil(lambda: len(window.answers.active.tokens) >= 15, timeout=60_000)
     window.open_conversation(streaming_conv)
-    answer_id = window.active.message.id
+    answer_id = window.answers.active.message.id
     widget = window.chat_view.message_widget(answer_id)
     assert widget.streaming and len(widget.body.tokens) >= 15  # caught up with what streamed meanwhile
     n = len(widget.body.tokens)
     qtbot.waitUntil(lambda: len(widget.body.tokens) > n, timeout=60_000)  # and keeps streaming
-    window.stop()
+    window.answers.stop()
     wait_answer(qtbot, window)
     assert widget.body.text == window.store.message(answer_id).content
 
@@ -348,8 +355,10 @@ def test_switching_conversations_while_an_answer_streams(qtbot, make_window, smo
 def test_closing_mid_answer_keeps_it_as_stopped(qtbot, make_window, smollm2_path):
     window = make_window(smol_settings(smollm2_path, max_tokens=400))
     ask(qtbot, window, LONG, wait=False)
-    qtbot.waitUntil(lambda: window.active is not None and len(window.active.tokens) >= 5, timeout=60_000)
-    answer_id = window.active.message.id
+    qtbot.waitUntil(
+        lambda: window.answers.active is not None and len(window.answers.active.tokens) >= 5, timeout=60_000
+    )
+    answer_id = window.answers.active.message.id
     window.close()
     assert not window.host.thread.isRunning()
     store = Store()

@@ -108,8 +108,8 @@ def test_the_window_shows_a_message_and_keeps_the_answer_when_the_disk_fills_mid
 ):
     window = make_window(smol_settings(smollm2_path, max_tokens=300))
     ask(qtbot, window, "Count from 1 to 300, one number per line.", wait=False)
-    qtbot.waitUntil(lambda: window.active is not None and window.active.written > 0, timeout=60_000)
-    rec = window.active  # its first write went through; now the disk fills up
+    qtbot.waitUntil(lambda: window.answers.active is not None and window.answers.active.written > 0, timeout=60_000)
+    rec = window.answers.active  # its first write went through; now the disk fills up
     fill_tokens_page(window.store, rec.message.id)
     wait_answer(qtbot, window)
 

@@ -1,7 +1,10 @@
-"""The list of conversations: new, search, rename (F2 or double-click), delete with undo, export."""
+"""The list of conversations: new, search (with a snippet of each match), pin, rename (F2 or
+double-click), delete with undo, export; grouped under Pinned, Today, Yesterday, Previous 7 days
+and Earlier."""
 
 from __future__ import annotations
 
+import datetime
 import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -24,7 +27,8 @@ from app import theme
 from app.store import Conversation
 
 UNDO_MS = 10_000
-ID_ROLE = Qt.ItemDataRole.UserRole
+ID_ROLE = Qt.ItemDataRole.UserRole  # a conversation's id; None on group headers
+PINNED_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
 def age(timestamp: float, now: float | None = None) -> str:
@@ -38,11 +42,25 @@ def age(timestamp: float, now: float | None = None) -> str:
     return time.strftime("%d %b %Y", time.localtime(timestamp))
 
 
+def group(conv: Conversation, now: float | None = None) -> str:
+    """The heading a conversation is listed under: by calendar day of its last message, pinned apart."""
+    if conv.pinned:
+        return "Pinned"
+    today = datetime.date.fromtimestamp(now or time.time())
+    days = (today - datetime.date.fromtimestamp(conv.updated)).days
+    if days <= 0:
+        return "Today"
+    if days == 1:
+        return "Yesterday"
+    return "Previous 7 days" if days < 7 else "Earlier"
+
+
 class Sidebar(QFrame):
     conversation_selected = Signal(int)
     new_requested = Signal()
     rename_requested = Signal(int, str)
     delete_requested = Signal(int)
+    pin_requested = Signal(int, bool)  # conversation id, pinned
     undo_requested = Signal(int)
     export_requested = Signal(int, str)  # conversation id, "markdown" | "json"
     search_changed = Signal(str)
@@ -69,10 +87,10 @@ class Sidebar(QFrame):
         layout.addWidget(self.search)
         self.list = QListWidget()
         self.list.setAccessibleName("Conversations")
+        # Not SelectedClicked: a click on the open chat must not start a rename (Delete would then
+        # erase its title instead of deleting it).
         self.list.setEditTriggers(
-            QAbstractItemView.EditTrigger.DoubleClicked
-            | QAbstractItemView.EditTrigger.EditKeyPressed
-            | QAbstractItemView.EditTrigger.SelectedClicked
+            QAbstractItemView.EditTrigger.DoubleClicked | QAbstractItemView.EditTrigger.EditKeyPressed
         )
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self._menu)
@@ -80,7 +98,6 @@ class Sidebar(QFrame):
         self.list.itemChanged.connect(self._item_changed)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.list.setUniformItemSizes(True)
         layout.addWidget(self.list, 1)
         self.empty_label = QLabel("No conversations yet.")
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
@@ -114,14 +131,16 @@ class Sidebar(QFrame):
         self._filling = True
         try:
             self.list.clear()
+            searching = bool(self.search.text().strip())
+            heading = None
+            now = time.time()
             for conv in conversations:
-                item = QListWidgetItem(conv.title)
-                item.setData(ID_ROLE, conv.id)
-                item.setToolTip(f"{conv.title}\nLast message {age(conv.updated)}")
-                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
-                self.list.addItem(item)
+                if group(conv, now) != heading:
+                    heading = group(conv, now)
+                    self.list.addItem(self._header(heading))
+                self.list.addItem(self._item(conv, searching))
                 if conv.id == current_id:
-                    self.list.setCurrentItem(item)
+                    self.list.setCurrentRow(self.list.count() - 1)
             if current_id is None:
                 self.list.setCurrentRow(-1)
         finally:
@@ -131,16 +150,54 @@ class Sidebar(QFrame):
         self.empty_label.setVisible(not conversations)
         self.list.setVisible(bool(conversations))
 
+    def _header(self, text: str) -> QListWidgetItem:
+        item = QListWidgetItem(text)
+        item.setFlags(Qt.ItemFlag.NoItemFlags)  # not selectable: the arrow keys and clicks pass it by
+        font = item.font()
+        font.setBold(True)
+        font.setPointSizeF(self.font().pointSizeF() * 0.85)
+        item.setFont(font)
+        item.setForeground(theme.subtle())
+        return item
+
+    def _item(self, conv: Conversation, searching: bool) -> QListWidgetItem:
+        # In search results the match shows under the title; renaming waits until the search is cleared.
+        item = QListWidgetItem(f"{conv.title}\n{conv.snippet}" if searching and conv.snippet else conv.title)
+        item.setData(ID_ROLE, conv.id)
+        item.setData(PINNED_ROLE, conv.pinned)
+        tip = f"{conv.title}\nLast message {age(conv.updated)}" + (f"\n\n{conv.snippet}" if conv.snippet else "")
+        item.setToolTip(tip)
+        if not searching:
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+        return item
+
     def current_id(self) -> int | None:
         item = self.list.currentItem()
         return item.data(ID_ROLE) if item else None
 
     def ids(self) -> list[int]:
-        return [self.list.item(i).data(ID_ROLE) for i in range(self.list.count())]
+        """The conversations listed, top to bottom (group headings left out)."""
+        items = (self.list.item(i) for i in range(self.list.count()))
+        return [item.data(ID_ROLE) for item in items if item.data(ID_ROLE) is not None]
+
+    def titles(self) -> list[str]:
+        """The titles listed, top to bottom (without search snippets or group headings)."""
+        items = (self.list.item(i) for i in range(self.list.count()))
+        return [item.text().split("\n")[0] for item in items if item.data(ID_ROLE) is not None]
+
+    def select(self, conversation_id: int) -> None:
+        """Open a listed conversation, as a click on it does."""
+        for i in range(self.list.count()):
+            if self.list.item(i).data(ID_ROLE) == conversation_id:
+                self.list.setCurrentRow(i)
+
+    def headings(self) -> list[str]:
+        items = (self.list.item(i) for i in range(self.list.count()))
+        return [item.text() for item in items if item.data(ID_ROLE) is None]
 
     def rename_current(self) -> None:
         item = self.list.currentItem()
-        if item:
+        if item and item.flags() & Qt.ItemFlag.ItemIsEditable:
             self.list.editItem(item)
 
     def show_undo(self, conversation_id: int, title: str) -> None:
@@ -162,11 +219,11 @@ class Sidebar(QFrame):
         super().keyPressEvent(event)
 
     def _current_changed(self, current: QListWidgetItem | None, _previous) -> None:
-        if current is not None and not self._filling:
+        if current is not None and current.data(ID_ROLE) is not None and not self._filling:
             self.conversation_selected.emit(current.data(ID_ROLE))
 
     def _item_changed(self, item: QListWidgetItem) -> None:
-        if self._filling:
+        if self._filling or item.data(ID_ROLE) is None:
             return
         title = item.text().strip()
         if title:
@@ -180,11 +237,14 @@ class Sidebar(QFrame):
 
     def _menu(self, pos) -> None:
         item = self.list.itemAt(pos)
-        if item is None:
+        if item is None or item.data(ID_ROLE) is None:
             return
         cid = item.data(ID_ROLE)
+        pinned = bool(item.data(PINNED_ROLE))
         menu = QMenu(self)
-        menu.addAction("Rename", lambda: self.list.editItem(item))
+        menu.addAction("Unpin" if pinned else "Pin to top", lambda: self.pin_requested.emit(cid, not pinned))
+        rename = menu.addAction("Rename", lambda: self.list.editItem(item))
+        rename.setEnabled(bool(item.flags() & Qt.ItemFlag.ItemIsEditable))
         menu.addAction("Export as Markdown…", lambda: self.export_requested.emit(cid, "markdown"))
         menu.addAction("Export as JSON…", lambda: self.export_requested.emit(cid, "json"))
         menu.addSeparator()

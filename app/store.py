@@ -14,6 +14,7 @@ Threading: a Store belongs to the thread that opened it (the GUI thread). It nev
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
@@ -60,6 +61,8 @@ MIGRATIONS: list[list[str]] = [
     ],
     # A reasoning model's thinking, kept apart from the answer (content).
     ["ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''"],
+    # Conversations pinned to the top of the list.
+    ["ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -81,6 +84,8 @@ class Conversation:
     title: str
     created: float
     updated: float
+    pinned: bool = False
+    snippet: str = ""  # in search results: the matching text with a little around it
 
 
 @dataclass
@@ -157,25 +162,36 @@ class Store:
     # -- conversations ----------------------------------------------------------------------
 
     def conversations(self, search: str = "") -> list[Conversation]:
-        """Newest first; with search, those whose title or any message contains it (any case)."""
-        sql = "SELECT id, title, created, updated FROM conversations WHERE deleted IS NULL"
-        args: list = []
-        if search.strip():
-            pattern = "%" + _escape_like(search.strip()) + "%"
-            sql += (
-                " AND (title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m"
-                " WHERE m.conversation_id = conversations.id AND m.content LIKE ? ESCAPE '\\'))"
+        """Pinned first, then newest first; with search, those whose title or any message contains it
+        (any case), each with a snippet of the first message that matches."""
+        term = search.strip()
+        if not term:
+            sql = f"SELECT {_CONVERSATION_COLUMNS}, '' FROM conversations WHERE deleted IS NULL"
+            args: list = []
+        else:
+            pattern = "%" + _escape_like(term) + "%"
+            first_match = (
+                "SELECT m.content FROM messages m WHERE m.conversation_id = conversations.id"
+                " AND m.content LIKE ? ESCAPE '\\' ORDER BY m.id LIMIT 1"
+            )
+            sql = (
+                f"SELECT * FROM (SELECT {_CONVERSATION_COLUMNS}, ({first_match}) AS hit FROM conversations"
+                " WHERE deleted IS NULL) WHERE title LIKE ? ESCAPE '\\' OR hit IS NOT NULL"
             )
             args = [pattern, pattern]
-        sql += " ORDER BY updated DESC, id DESC"
-        return [Conversation(*row) for row in self.db.execute(sql, args)]
+        sql += " ORDER BY pinned DESC, updated DESC, id DESC"
+        return [_conversation(row, term) for row in self.db.execute(sql, args)]
 
     def conversation(self, conversation_id: int) -> Conversation | None:
         row = self.db.execute(
-            "SELECT id, title, created, updated FROM conversations WHERE id = ? AND deleted IS NULL",
+            f"SELECT {_CONVERSATION_COLUMNS}, '' FROM conversations WHERE id = ? AND deleted IS NULL",
             (conversation_id,),
         ).fetchone()
-        return Conversation(*row) if row else None
+        return _conversation(row, "") if row else None
+
+    def set_pinned(self, conversation_id: int, pinned: bool) -> None:
+        with self._tx():
+            self.db.execute("UPDATE conversations SET pinned = ? WHERE id = ?", (int(pinned), conversation_id))
 
     def create_conversation(self, title: str) -> Conversation:
         now = time.time()
@@ -356,6 +372,29 @@ def _load(text: str | None):
         return json.loads(text)
     except ValueError:
         return None
+
+
+_CONVERSATION_COLUMNS = "id, title, created, updated, pinned"
+
+
+def _conversation(row, term: str) -> Conversation:
+    *columns, hit = row
+    conv = Conversation(*columns)
+    conv.pinned = bool(conv.pinned)
+    conv.snippet = snippet(hit, term) if hit and term else ""
+    return conv
+
+
+def snippet(text: str, term: str, around: int = 40) -> str:
+    """The first match of term in text (any case) with about `around` characters each side, on one line."""
+    match = re.search(re.escape(term), text, re.IGNORECASE)
+    if match is None:  # LIKE and Python disagree on case outside ASCII: show the start
+        start, end = 0, 0
+    else:
+        start, end = match.start(), match.end()
+    left, right = max(0, start - around), min(len(text), end + around)
+    piece = " ".join(text[left:right].split())
+    return ("…" if left else "") + piece + ("…" if right < len(text) else "")
 
 
 def _escape_like(text: str) -> str:

@@ -93,7 +93,7 @@ def test_a_kill_mid_answer_keeps_the_partial_answer_marked_incomplete(qtbot, mak
 
     # The app shows it again, marked incomplete.
     window = make_window(smol_settings(smollm2_path))
-    window.sidebar.list.setCurrentRow(0)
+    window.sidebar.select(window.sidebar.ids()[0])
     widget = window.chat_view.message_widget(answer.id)
     assert widget.body.text == answer.content
     assert "Incomplete" in widget.footer.state_label.text() and widget.footer.state_label.isVisibleTo(widget)

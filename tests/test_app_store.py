@@ -31,14 +31,14 @@ def test_new_database_is_at_the_current_schema_version(db):
 def test_migrations_run_once_and_later_migrations_upgrade_old_databases(tmp_path, monkeypatch):
     path = tmp_path / "chats.sqlite3"
     Store(path).close()
-    extra = ["ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0"]
+    extra = ["ALTER TABLE conversations ADD COLUMN colour TEXT"]  # a migration still to come
     monkeypatch.setattr(store_module, "MIGRATIONS", [*store_module.MIGRATIONS, extra])
     monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     s = Store(path)
     try:
         assert s.version() == SCHEMA_VERSION + 1
         columns = {r[1] for r in s.db.execute("PRAGMA table_info(conversations)")}
-        assert "pinned" in columns
+        assert "colour" in columns
     finally:
         s.close()
     Store(path).close()  # nothing left to run: opening again is a no-op

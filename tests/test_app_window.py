@@ -118,7 +118,7 @@ def test_close_and_reopen_brings_back_conversations_and_statistics(qtbot, make_w
 
     again = make_window(settings)
     assert [window_title for window_title in _sidebar_titles(again)] == [title]
-    again.sidebar.list.setCurrentRow(0)
+    again.sidebar.select(again.sidebar.ids()[0])
     assert again.conversation is not None and again.conversation.title == title
     restored = again.messages[-1]
     assert restored.content == answer.content and restored.stats.rounds == answer.stats.rounds
@@ -129,7 +129,7 @@ def test_close_and_reopen_brings_back_conversations_and_statistics(qtbot, make_w
 
 
 def _sidebar_titles(window):
-    return [window.sidebar.list.item(i).text() for i in range(window.sidebar.list.count())]
+    return window.sidebar.titles()
 
 
 def test_token_colours_legend_and_tooltips(qtbot, make_window, smollm2_path):

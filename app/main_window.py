@@ -348,12 +348,6 @@ class MainWindow(QMainWindow):
         self.settings.base_model_notices.append(path)
         self.save_settings()
 
-    def assemble_starter(self) -> None:
-        self.welcome.starter_button.setEnabled(False)
-        self.welcome.set_progress(0, 1)
-        self.status.set_progress("Setting up the starter models", 0.0)
-        self.host.assemble_starter()
-
     @Slot(str)
     def _on_load_failed(self, message: str) -> None:
         self.status.set_progress(None)
@@ -371,6 +365,12 @@ class MainWindow(QMainWindow):
             kind="info",
             actions=[("Settings…", self.open_settings)],
         )
+
+    def assemble_starter(self) -> None:
+        self.welcome.starter_button.setEnabled(False)
+        self.welcome.set_progress(0, 1)
+        self.status.set_progress("Setting up the starter models", 0.0)
+        self.host.assemble_starter()
 
     @Slot(int, int)
     def _on_starter_progress(self, done: int, total: int) -> None:

@@ -1,4 +1,4 @@
-"""The terminal front end: `python -m engine chat`, `generate`, `starter`, `info`."""
+"""The terminal front end: `python -m engine chat`, `generate`, `serve`, `starter`, `info`."""
 
 from __future__ import annotations
 
@@ -56,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(gen)
     gen.add_argument("prompt", help="the user message ('-' reads standard input)")
     gen.add_argument("--json", action="store_true", help="print the answer and statistics as JSON")
+    serve = sub.add_parser(
+        "serve",
+        help="a local OpenAI-compatible server (loopback only unless --host says otherwise)",
+        description="Serve /v1/chat/completions, /v1/completions and /v1/models. The sampling options "
+        "are the defaults for requests that do not set them; --max-tokens is the default answer length.",
+    )
+    model_args(serve)
+    serve_args(serve)
     sub.add_parser("starter", help="assemble the offline starter models into the model folder")
     info = sub.add_parser("info", help="what this machine and llama.cpp build offer, and what Specula decides")
     info.add_argument("--model", help="also show how this GGUF file would be laid out")
@@ -64,6 +72,32 @@ def build_parser() -> argparse.ArgumentParser:
     gpu_layers_arg(info)
     amx_arg(info)
     return parser
+
+
+def serve_args(p: argparse.ArgumentParser) -> None:
+    from engine.serving.config import DEFAULT_PORT, LOOPBACK, ServerConfig
+
+    defaults = ServerConfig()
+    p.add_argument("--host", default=LOOPBACK, help="address to listen on (default: 127.0.0.1, this computer only)")
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"TCP port; 0 picks a free one (default {DEFAULT_PORT})"
+    )
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("SPECULA_API_KEY") or None,
+        help="require 'Authorization: Bearer KEY' (default: $SPECULA_API_KEY; none)",
+    )
+    p.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let web pages from ORIGIN call the server (repeatable; default: none)",
+    )
+    p.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes, help="larger request bodies get 413")
+    p.add_argument("--max-tokens-limit", type=int, default=defaults.max_tokens_limit, help="larger max_tokens get 400")
+    p.add_argument("--queue-limit", type=int, default=defaults.queue_limit, help="requests that may wait; more get 429")
+    p.add_argument("--model-id", default="", help="the model's name in /v1/models (default: the file name)")
 
 
 def gpu_layers(text: str) -> int:
@@ -107,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_info(args)
         engine = load_engine(args)
         try:
-            return cmd_chat(engine, args) if args.command == "chat" else cmd_generate(engine, args)
+            commands = {"chat": cmd_chat, "generate": cmd_generate, "serve": cmd_serve}
+            return commands[args.command](engine, args)
         finally:
             engine.close()
     except EngineError as e:
@@ -302,6 +337,47 @@ def cmd_generate(engine, args) -> int:
         if done.stats.n_tokens or not done.error:  # "0 tokens · 0.0 tok/s" would only bury the reason
             print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
     return 0 if done.finish_reason.value in ("stop", "length") else 1
+
+
+def cmd_serve(engine, args) -> int:
+    import signal
+    import time
+
+    from engine.serving.config import ServerConfig
+    from engine.serving.server import serve_engine
+
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        cors_origins=tuple(args.cors_origin),
+        max_body_bytes=args.max_body_bytes,
+        max_tokens_limit=args.max_tokens_limit,
+        queue_limit=args.queue_limit,
+        model_id=args.model_id,
+    )
+    if warning := config.exposure_warning():
+        print(warning, file=sys.stderr)
+    sampling = sampling_from(args).with_(max_tokens=min(args.max_tokens, config.max_tokens_limit))
+    running = serve_engine(engine, config, sampling, spec_from(args))
+    running.log.add_listener(lambda record: print(record.line(), file=sys.stderr, flush=True))
+    key = "the API key is required" if config.api_key else "no API key"
+    print(f"serving {running.model_id} at {running.url} ({key}); Ctrl+C stops", flush=True)
+
+    def stop(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        while running.server.running:
+            time.sleep(0.5)
+        print(f"error: the server stopped: {running.server.error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        running.close()
 
 
 def outcome_lines(done: DoneEvent, n_ctx: int, chat: bool = False) -> list[str]:

@@ -1,0 +1,12 @@
+"""A local OpenAI-compatible server over the same speculative engine (`python -m engine serve`).
+
+- config: what the server may do (where it listens, the key, the caps), private by default;
+- fair_queue: one engine, many clients: first come, first served, with a limit;
+- generation: a request run on the engine's thread, its events bridged to the async side;
+- openai_api: OpenAI's request and response shapes, and the speculation figures per answer;
+- app: the ASGI application (Starlette; sse-starlette streams server-sent events);
+- server: uvicorn on a socket bound here, in a thread, started and stopped by its owner;
+- load: a bounded load script (N streaming clients, queue waits, tokens/s, memory back to idle).
+
+Uses the engine's public API only; never makes an outgoing connection.
+"""

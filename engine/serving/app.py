@@ -1,0 +1,226 @@
+"""The ASGI application: OpenAI's endpoints over an EngineService (Starlette, sse-starlette).
+
+Each request is checked in this order: the API key (401), the body's size (413), its JSON (400),
+its fields (400; an unknown model 404), a place in the queue (429). Then it streams server-sent
+events (chat.completion.chunk / text_completion, then `data: [DONE]`) or waits for the whole
+answer. A client that goes away sets the ticket's cancel event: the engine stops within one
+decode step (or skips the request if it still waits), and the next request starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from engine import DoneEvent, FinishReason, TokenEvent
+from engine.serving.config import ServerConfig
+from engine.serving.fair_queue import QueueFull, Ticket
+from engine.serving.generation import EngineService, EventBridge, Failed, http_status
+from engine.serving.openai_api import ApiError, Defaults, Parsed, Shaper, parse_chat, parse_completion
+from engine.serving.request_log import RequestRecord
+
+PING_S = 15  # a comment line every 15 s keeps proxies from closing a stream that waits in the queue
+DISCONNECT_POLL_S = 0.2  # how often a non-streamed request checks that its client is still there
+
+
+def error_response(error: ApiError, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+class Api:
+    def __init__(self, service: EngineService, config: ServerConfig, defaults: Defaults, model_card: dict):
+        self.service, self.config, self.defaults, self.model_card = service, config, defaults, model_card
+        # Compared as digests: equal lengths, so compare_digest's time says nothing about the key.
+        self._key_digest = hashlib.sha256(config.api_key.encode()).digest() if config.api_key else None
+
+    # -- endpoints -----------------------------------------------------------------------------
+
+    async def health(self, _request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def models(self, request: Request) -> Response:
+        try:
+            self._authorize(request)
+        except ApiError as e:
+            return error_response(e)
+        return JSONResponse({"object": "list", "data": [self.model_card]})
+
+    async def model(self, request: Request) -> Response:
+        try:
+            self._authorize(request)
+            name = request.path_params["name"]
+            if name.lower() not in {n.lower() for n in self.defaults.model_names}:
+                raise ApiError(404, f"The model {name!r} does not exist here.", "model", "model_not_found")
+        except ApiError as e:
+            return error_response(e)
+        return JSONResponse(self.model_card)
+
+    async def chat_completions(self, request: Request) -> Response:
+        return await self._answer(request, chat=True)
+
+    async def completions(self, request: Request) -> Response:
+        return await self._answer(request, chat=False)
+
+    # -- the checks ----------------------------------------------------------------------------
+
+    def _authorize(self, request: Request) -> None:
+        if self._key_digest is None:
+            return
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        given = hashlib.sha256(token.strip().encode()).digest()
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given, self._key_digest):
+            raise ApiError(
+                401, "Incorrect or missing API key: send it as 'Authorization: Bearer <key>'.", code="invalid_api_key"
+            )
+
+    async def _read_json(self, request: Request):
+        limit = self.config.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise self._too_large(int(declared))
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise self._too_large(len(body))
+        try:
+            return json.loads(body)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ApiError(400, f"The request body is not valid JSON: {e}.", code="invalid_json") from None
+
+    def _too_large(self, size: int) -> ApiError:
+        return ApiError(
+            413,
+            f"The request body is {size:,} bytes or more; this server accepts at most {self.config.max_body_bytes:,}.",
+            code="request_too_large",
+        )
+
+    # -- answering -----------------------------------------------------------------------------
+
+    async def _answer(self, request: Request, chat: bool) -> Response:
+        client = f"{request.client.host}:{request.client.port}" if request.client else ""
+        record = self.service.log.begin(request.method, request.url.path, client)
+        try:
+            self._authorize(request)
+            body = await self._read_json(request)
+            parsed = (parse_chat if chat else parse_completion)(body, self.defaults)
+            record.stream = parsed.stream
+            ticket, bridge = self.service.start(parsed.generation, record, asyncio.get_running_loop())
+        except ApiError as e:
+            self.service.log.finish(record, "rejected", e.status, e.message)
+            return error_response(e)
+        except QueueFull as e:
+            error = ApiError(429, str(e), code="queue_full")
+            self.service.log.finish(record, "rejected", 429, error.message)
+            return error_response(error, headers={"Retry-After": "1"})
+        shaper = Shaper(chat, self.defaults.model_names[0])
+        if parsed.stream:
+            record.status = 200
+            return EventSourceResponse(self._stream(shaper, parsed, ticket, bridge, record), ping=PING_S)
+        return await self._whole(request, shaper, parsed, ticket, bridge, record)
+
+    async def _stream(self, shaper: Shaper, parsed: Parsed, ticket: Ticket, bridge: EventBridge, record: RequestRecord):
+        ended = False
+        try:
+            first = shaper.first_chunk()
+            if first:
+                yield _event(first)
+            async for item in bridge:
+                if isinstance(item, TokenEvent):
+                    if item.text:
+                        yield _event(shaper.token_chunk(item.text, item.reasoning))
+                elif isinstance(item, DoneEvent):
+                    if http_status(item) != 200:
+                        yield _event(_done_error(item).body())
+                        continue
+                    yield _event(shaper.last_chunk(item, parsed.generation.spec, ticket.queue_wait_s))
+                    if parsed.include_usage:
+                        yield _event(shaper.usage_chunk(item))
+                elif isinstance(item, Failed):
+                    yield _event(ApiError(item.status, item.message).body())
+            ended = True
+            yield ServerSentEvent(data="[DONE]")
+        finally:
+            if not ended:  # the client went away (sse-starlette cancels this generator) or the server stops
+                record.client_gone = True
+                ticket.cancel.set()
+
+    async def _whole(
+        self, request: Request, shaper: Shaper, parsed: Parsed, ticket: Ticket, bridge: EventBridge, record
+    ) -> Response:
+        async def watch_client() -> None:
+            while not await request.is_disconnected():
+                await asyncio.sleep(DISCONNECT_POLL_S)
+            record.client_gone = True
+            ticket.cancel.set()
+
+        watcher = asyncio.create_task(watch_client())
+        done, failed = None, None
+        try:
+            async for item in bridge:
+                if isinstance(item, DoneEvent):
+                    done = item
+                elif isinstance(item, Failed):
+                    failed = item
+        finally:
+            watcher.cancel()
+            if done is None and failed is None:
+                ticket.cancel.set()  # this handler itself was cancelled (the server stopping)
+        if failed is not None:
+            return error_response(ApiError(failed.status, failed.message))
+        if done is None:
+            return error_response(ApiError(503, "The request was cancelled before it ran.", code="cancelled"))
+        if http_status(done) != 200:
+            return error_response(_done_error(done))
+        return JSONResponse(shaper.whole(done, parsed.generation.spec, ticket.queue_wait_s))
+
+
+def _event(payload: dict) -> ServerSentEvent:
+    return ServerSentEvent(data=json.dumps(payload, ensure_ascii=False))
+
+
+def _done_error(done: DoneEvent) -> ApiError:
+    if done.finish_reason == FinishReason.CONTEXT:
+        return ApiError(
+            400, done.error or "The prompt does not fit in the context.", "messages", "context_length_exceeded"
+        )
+    return ApiError(http_status(done), done.error or "The engine failed to answer.")
+
+
+async def _http_error(_request: Request, exc: HTTPException) -> Response:
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+    return error_response(ApiError(exc.status_code, str(exc.detail), code=code))
+
+
+def build_app(service: EngineService, config: ServerConfig, defaults: Defaults, model_card: dict) -> Starlette:
+    """The application. CORS headers are sent only for the origins config names (none by default)."""
+    api = Api(service, config, defaults, model_card)
+    routes = [
+        Route("/health", api.health, methods=["GET"]),
+        Route("/v1/models", api.models, methods=["GET"]),
+        Route("/v1/models/{name:path}", api.model, methods=["GET"]),
+        Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
+        Route("/v1/completions", api.completions, methods=["POST"]),
+    ]
+    middleware = []
+    if config.cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(config.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type"],
+            )
+        )
+    return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: _http_error})

@@ -1,0 +1,272 @@
+"""OpenAI's request and response shapes: requests checked into Generations, answers shaped back.
+
+Only what the engine honours is accepted: temperature, top_p, max_tokens (max_completion_tokens),
+stop, seed, stream (with stream_options.include_usage), and llama-server's top_k and min_p. What it
+cannot do (n > 1, logprobs, tools, echo, images) is refused with a 400 naming the field, rather
+than silently ignored. Other fields (presence_penalty, user…) are ignored, as llama-server does.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from engine import ChatMessage, DoneEvent, DrafterMode, FinishReason, SamplingParams, SpecParams
+from engine.serving import figures
+from engine.serving.generation import Generation
+
+MAX_STOP_STRINGS = 16
+# With a seed, speculation drafts with a fixed length and confidence floor: an adaptive choice
+# follows wall-clock costs, and a draft cut differently makes a differently shaped verification
+# batch whose logits can round a near-tie the other way. The seed then fixes the whole text.
+SEEDED_DRAFT_LENGTH = 4
+
+
+class ApiError(Exception):
+    """A request answered with an error, in OpenAI's shape: {"error": {message, type, param, code}}."""
+
+    TYPES = {401: "authentication_error", 404: "invalid_request_error", 429: "rate_limit_error", 500: "server_error"}
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+
+    def body(self) -> dict:
+        kind = self.TYPES.get(self.status, "invalid_request_error" if self.status < 500 else "server_error")
+        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """The server's side of each request: its sampling when a request does not say, its caps."""
+
+    sampling: SamplingParams
+    spec: SpecParams
+    max_tokens_limit: int
+    has_draft: bool  # the engine has a draft model (a seeded request then drafts with it or lookup)
+    model_names: tuple[str, ...]  # names a request may give for the loaded model (first: its id)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    generation: Generation
+    stream: bool
+    include_usage: bool
+
+
+def parse_chat(body: Any, defaults: Defaults) -> Parsed:
+    body = _object(body)
+    _check_model(body, defaults)
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise ApiError(400, "messages must be a non-empty list of {role, content} objects.", "messages")
+    for name in ("tools", "functions"):
+        if body.get(name):
+            raise ApiError(400, f"{name}: function calling is not supported by this server.", name)
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type", "text") != "text":
+        raise ApiError(400, "response_format: only text answers are supported.", "response_format")
+    messages = tuple(_message(m, i) for i, m in enumerate(raw))
+    return _parsed(body, defaults, Generation(messages, "", *_params(body, defaults)))
+
+
+def parse_completion(body: Any, defaults: Defaults) -> Parsed:
+    body = _object(body)
+    _check_model(body, defaults)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str) or not prompt:
+        raise ApiError(400, "prompt must be a non-empty string (one prompt per request).", "prompt")
+    if body.get("echo"):
+        raise ApiError(400, "echo is not supported by this server.", "echo")
+    if (body.get("best_of") or 1) != 1:
+        raise ApiError(400, "best_of must be 1 on this server.", "best_of")
+    return _parsed(body, defaults, Generation(None, prompt, *_params(body, defaults)))
+
+
+def _object(body: Any) -> dict:
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object.")
+    return body
+
+
+def _check_model(body: dict, defaults: Defaults) -> None:
+    """A request names the loaded model (its id, or its file's name); an absent name means it too."""
+    name = body.get("model")
+    if name in (None, ""):
+        return
+    if not isinstance(name, str) or name.lower() not in {n.lower() for n in defaults.model_names}:
+        raise ApiError(
+            404,
+            f"The model {name!r} does not exist here; this server has {defaults.model_names[0]!r} (see /v1/models).",
+            "model",
+            "model_not_found",
+        )
+
+
+def _message(m: Any, i: int) -> ChatMessage:
+    where = f"messages[{i}]"
+    if not isinstance(m, dict):
+        raise ApiError(400, f"{where} must be an object with role and content.", where)
+    role = m.get("role")
+    if role == "developer":  # OpenAI's newer name for the system role
+        role = "system"
+    if role not in ("system", "user", "assistant"):
+        raise ApiError(
+            400, f"{where}.role must be system, developer, user or assistant; got {role!r}.", f"{where}.role"
+        )
+    content = m.get("content")
+    if content is None and role == "assistant":
+        content = ""
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise ApiError(400, f"{where}.content: only text parts are supported.", f"{where}.content")
+            parts.append(part["text"])
+        content = "".join(parts)
+    if not isinstance(content, str):
+        raise ApiError(400, f"{where}.content must be a string or a list of text parts.", f"{where}.content")
+    reasoning = m.get("reasoning_content") if role == "assistant" else ""
+    return ChatMessage(role, content, reasoning if isinstance(reasoning, str) else "")
+
+
+def _params(body: dict, defaults: Defaults) -> tuple[SamplingParams, SpecParams]:
+    if (body.get("n") or 1) != 1:
+        raise ApiError(400, "n must be 1 on this server (one answer per request).", "n")
+    if body.get("logprobs") or body.get("top_logprobs"):
+        raise ApiError(400, "logprobs are not supported by this server.", "logprobs")
+    base = defaults.sampling
+    limit = defaults.max_tokens_limit
+    max_tokens = _number(body, "max_completion_tokens", 1, None, int)
+    if max_tokens is None:
+        max_tokens = _number(body, "max_tokens", 1, None, int)
+    name = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    if max_tokens is not None and max_tokens > limit:
+        raise ApiError(400, f"{name} is {max_tokens}, but this server allows at most {limit} tokens per answer.", name)
+    seed = _number(body, "seed", None, None, int)
+    sampling = SamplingParams(
+        temperature=_number(body, "temperature", 0.0, 2.0, float, base.temperature),
+        top_p=_number(body, "top_p", 0.0, 1.0, float, base.top_p) or 1.0,  # 0 would keep nothing: "no cut"
+        top_k=_number(body, "top_k", 0, None, int, base.top_k),
+        min_p=_number(body, "min_p", 0.0, 1.0, float, base.min_p),
+        seed=seed if seed is not None else base.seed,
+        max_tokens=max_tokens or min(base.max_tokens, limit),
+        stop=_stop(body.get("stop")),
+    )
+    spec = defaults.spec
+    if seed is not None and spec.mode != DrafterMode.OFF:
+        spec = spec.with_(
+            mode=DrafterMode.BOTH if defaults.has_draft else DrafterMode.LOOKUP,
+            draft_length=spec.draft_length or SEEDED_DRAFT_LENGTH,
+            draft_p_min=0.0 if spec.draft_p_min is None else spec.draft_p_min,
+        )
+    return sampling, spec
+
+
+def _number(body: dict, name: str, lo, hi, kind, default=None):
+    value = body.get(name)
+    if value is None:
+        return default
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (kind is int and not float(value).is_integer())
+    ):
+        raise ApiError(400, f"{name} must be {'an integer' if kind is int else 'a number'}; got {value!r}.", name)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        bounds = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
+        raise ApiError(400, f"{name} must be {bounds}; got {value}.", name)
+    return kind(value)
+
+
+def _stop(stop: Any) -> tuple[str, ...]:
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        stop = [stop]
+    if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+        raise ApiError(400, "stop must be a string or a list of strings.", "stop")
+    if len(stop) > MAX_STOP_STRINGS:
+        raise ApiError(400, f"stop may hold at most {MAX_STOP_STRINGS} strings.", "stop")
+    return tuple(s for s in stop if s)
+
+
+def _parsed(body: dict, defaults: Defaults, generation: Generation) -> Parsed:
+    stream = body.get("stream") is True
+    options = body.get("stream_options")
+    include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
+    return Parsed(generation, stream, include_usage)
+
+
+# -- answers ---------------------------------------------------------------------------------
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+
+def finish_reason(done: DoneEvent) -> str:
+    """OpenAI's finish_reason: a full context is "length", as with OpenAI."""
+    if done.finish_reason in (FinishReason.LENGTH, FinishReason.CONTEXT):
+        return "length"
+    return "stop"
+
+
+def extras(done: DoneEvent, spec: SpecParams, queue_wait_s: float) -> dict:
+    """The fields beside OpenAI's: llama-server's `timings`, and what speculation did."""
+    return {
+        "timings": figures.timings(done.stats, queue_wait_s),
+        "speculation": figures.speculation(done.stats, spec),
+    }
+
+
+class Shaper:
+    """Builds the response objects of one request (chat or completion), streamed or whole."""
+
+    def __init__(self, chat: bool, model: str):
+        self.chat, self.model = chat, model
+        self.id = new_id("chatcmpl" if chat else "cmpl")
+        self.created = int(time.time())
+
+    def _envelope(self, chunk: bool, choices: list) -> dict:
+        kind = ("chat.completion.chunk" if chunk else "chat.completion") if self.chat else "text_completion"
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "choices": choices}
+
+    def first_chunk(self) -> dict | None:
+        """A chat stream opens with the assistant's role, as OpenAI's does."""
+        if not self.chat:
+            return None
+        return self._envelope(
+            True, [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]
+        )
+
+    def token_chunk(self, text: str, reasoning: bool) -> dict:
+        if self.chat:
+            delta = {"reasoning_content": text} if reasoning else {"content": text}
+            return self._envelope(True, [{"index": 0, "delta": delta, "finish_reason": None}])
+        return self._envelope(True, [{"index": 0, "text": text, "logprobs": None, "finish_reason": None}])
+
+    def last_chunk(self, done: DoneEvent, spec: SpecParams, queue_wait_s: float) -> dict:
+        if self.chat:
+            choice = {"index": 0, "delta": {}, "finish_reason": finish_reason(done)}
+        else:
+            choice = {"index": 0, "text": "", "logprobs": None, "finish_reason": finish_reason(done)}
+        return self._envelope(True, [choice]) | extras(done, spec, queue_wait_s)
+
+    def usage_chunk(self, done: DoneEvent) -> dict:
+        """stream_options.include_usage: one more chunk, with no choices and the usage."""
+        return self._envelope(True, []) | {"usage": figures.usage(done.stats)}
+
+    def whole(self, done: DoneEvent, spec: SpecParams, queue_wait_s: float) -> dict:
+        if self.chat:
+            message = {"role": "assistant", "content": done.text}
+            if done.reasoning:
+                message["reasoning_content"] = done.reasoning
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason(done)}
+        else:
+            choice = {"index": 0, "text": done.text, "logprobs": None, "finish_reason": finish_reason(done)}
+        return self._envelope(False, [choice]) | {"usage": figures.usage(done.stats)} | extras(done, spec, queue_wait_s)

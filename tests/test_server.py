@@ -1,0 +1,287 @@
+"""The local OpenAI-compatible server, driven by the official `openai` client over loopback.
+
+One server (SmolLM2 as target and as its own draft, so every drafter kind can appear) is started on
+an ephemeral port for the module and stopped after it; the test at the end checks nothing of it is
+left running. Waits are bounded polls, never timing assertions.
+"""
+
+import http.client
+import json
+import threading
+import time
+
+import openai
+import pytest
+
+from engine.config import ModelSpec
+from engine.serving.config import ServerConfig, is_loopback
+
+KEY = "test-key-1234"
+MAX_BODY = 64 * 1024
+MAX_TOKENS_LIMIT = 1024
+WAIT_S = 60  # bound for polls: only a hang reaches it
+LONG = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"  # a base continuation that goes on and on
+
+
+@pytest.fixture(scope="module")
+def served(smollm2_path):
+    from engine import Engine
+    from engine.serving.server import serve_engine
+
+    spec = ModelSpec(smollm2_path, n_ctx=2048)
+    engine = Engine(spec, spec)
+    config = ServerConfig(port=0, api_key=KEY, max_body_bytes=MAX_BODY, max_tokens_limit=MAX_TOKENS_LIMIT)
+    running = serve_engine(engine, config)
+    yield running
+    assert running.close()  # the server's and the engine's threads ended
+    engine.close()
+    assert not any(t.name in ("specula-server", "specula-engine") and t.is_alive() for t in threading.enumerate())
+
+
+@pytest.fixture
+def client(served):
+    return openai.OpenAI(base_url=served.url, api_key=KEY, max_retries=0, timeout=WAIT_S)
+
+
+def extra(response) -> dict:
+    """The fields beside OpenAI's (timings, speculation), as the client keeps them."""
+    return response.model_extra or {}
+
+
+def wait_for(condition, what: str):
+    deadline = time.monotonic() + WAIT_S
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.02)
+    return value
+
+
+def raw_post(served, path: str, body: bytes, headers: dict | None = None) -> tuple[int, dict, dict]:
+    """A request the openai client cannot make (malformed JSON, no key): status, headers, JSON body."""
+    port = int(served.url.rsplit(":", 1)[1].split("/")[0])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_S)
+    try:
+        conn.request("POST", path, body, {"Content-Type": "application/json", **(headers or {})})
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), json.loads(response.read() or b"{}")
+    finally:
+        conn.close()
+
+
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def test_it_listens_on_loopback_only_by_default(served):
+    assert ServerConfig().host == "127.0.0.1" and ServerConfig().loopback_only
+    assert served.url.startswith("http://127.0.0.1:")
+    assert ServerConfig().exposure_warning() == ""
+    warning = ServerConfig(host="0.0.0.0").exposure_warning()
+    assert "every network interface" in warning and "NO API key" in warning
+    assert is_loopback("localhost") and is_loopback("::1") and not is_loopback("192.168.1.5")
+
+
+def test_models_lists_the_loaded_model(client, served):
+    models = client.models.list().data
+    assert [m.id for m in models] == [served.model_id] == ["SmolLM2-135M-Instruct.Q4_1"]
+    assert client.models.retrieve(served.model_id).id == served.model_id
+
+
+def test_chat_answers_whole_and_streamed_alike(client, served):
+    ask = dict(
+        model=served.model_id,
+        messages=[{"role": "user", "content": "Name three colours."}],
+        temperature=0,
+        max_tokens=24,
+        seed=3,  # a fixed draft length: the same rounds, so the same text, streamed or not
+    )
+    whole = client.chat.completions.create(**ask)
+    text = whole.choices[0].message.content
+    assert text and whole.choices[0].finish_reason in ("stop", "length")
+    assert whole.object == "chat.completion" and whole.model == served.model_id
+
+    chunks = list(client.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == text
+    finishes = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finishes) == 1 and finishes[0].choices[0].finish_reason == whole.choices[0].finish_reason
+    assert "speculation" in extra(finishes[0]) and "timings" in extra(finishes[0])
+    usage = chunks[-1].usage  # include_usage: a last chunk with no choices
+    assert chunks[-1].choices == [] and usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_completions_whole_and_streamed(client, served):
+    whole = client.completions.create(
+        model=served.model_id, prompt="def add(a, b):\n    return", max_tokens=8, temperature=0
+    )
+    assert whole.object == "text_completion" and whole.choices[0].text
+    assert whole.usage.completion_tokens <= 8
+    pieces = list(
+        client.completions.create(
+            model=served.model_id, prompt="def add(a, b):\n    return", max_tokens=8, temperature=0, stream=True, seed=1
+        )
+    )
+    assert "".join(p.choices[0].text for p in pieces) and pieces[-1].choices[0].finish_reason in ("stop", "length")
+
+
+def test_stop_strings_end_the_answer_before_them(client, served):
+    answer = client.completions.create(
+        model=served.model_id, prompt="1, 2, 3, 4, 5,", max_tokens=32, temperature=0, stop=[", 9"]
+    )
+    text = answer.choices[0].text
+    assert answer.choices[0].finish_reason == "stop"
+    assert "9" not in text and text.startswith(" 6, 7")  # what the model writes up to the stop string
+
+
+def test_a_seed_repeats_a_sampled_answer(client, served):
+    ask = dict(
+        model=served.model_id,
+        messages=[{"role": "user", "content": "Write a short poem about the sea."}],
+        temperature=1.0,
+        max_tokens=32,
+        seed=1234,
+    )
+    a = client.chat.completions.create(**ask)
+    client.chat.completions.create(**ask | {"seed": 99})  # another answer in between moves the caches
+    b = client.chat.completions.create(**ask)
+    assert a.choices[0].message.content == b.choices[0].message.content
+    assert extra(a)["speculation"]["drafted"] > 0  # speculation ran (fixed length), and still repeats
+
+
+def test_usage_counts_and_the_kv_cache_reused_across_a_conversations_turns(client, served):
+    turn1 = [{"role": "user", "content": "What is the capital of France?"}]
+    first = client.chat.completions.create(model=served.model_id, messages=turn1, temperature=0, max_tokens=12)
+    u = first.usage
+    assert u.total_tokens == u.prompt_tokens + u.completion_tokens and u.completion_tokens == 12  # no stop: length
+    assert first.choices[0].finish_reason == "length"
+    assert extra(first)["timings"]["predicted_n"] == u.completion_tokens
+    turn2 = [*turn1, {"role": "assistant", "content": first.choices[0].message.content}]
+    turn2.append({"role": "user", "content": "And of Italy?"})
+    second = client.chat.completions.create(model=served.model_id, messages=turn2, temperature=0, max_tokens=4)
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    # The whole first turn (its prompt and the answer's tokens) came from the KV cache.
+    assert cached >= u.prompt_tokens + u.completion_tokens - 2
+    assert second.usage.prompt_tokens > cached and extra(second)["timings"]["cache_n"] == cached
+
+
+def test_the_speculation_field_adds_up(client, served):
+    answer = client.completions.create(
+        model=served.model_id, prompt="a b c d e f a b c d e f a b c d", max_tokens=24, temperature=0, seed=5
+    )
+    s, t = extra(answer)["speculation"], extra(answer)["timings"]
+    assert s["drafted"] > 0 and 0 <= s["accepted"] <= s["drafted"]
+    assert s["acceptance"] == pytest.approx(s["accepted"] / s["drafted"], abs=1e-4)
+    assert s["drafted"] == sum(d["drafted"] for d in s["drafters"].values()) == t["draft_n"]
+    assert s["accepted"] == sum(d["accepted"] for d in s["drafters"].values()) == t["draft_n_accepted"]
+    assert s["rounds"] == sum(d["rounds"] for d in s["drafters"].values())
+    assert sum(s["tokens_by_source"].values()) == answer.usage.completion_tokens
+    assert s["estimated_speedup"] > 0 and s["mean_accepted_length"] >= 0
+    assert t["predicted_per_second"] > 0 and t["queue_ms"] >= 0
+
+
+def test_a_wrong_or_missing_api_key_is_refused(served):
+    wrong = openai.OpenAI(base_url=served.url, api_key="not-the-key", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as refused:
+        wrong.chat.completions.create(model=served.model_id, messages=[{"role": "user", "content": "hi"}])
+    assert refused.value.status_code == 401 and "API key" in refused.value.message
+    with pytest.raises(openai.AuthenticationError):
+        wrong.models.list()
+    status, _, body = raw_post(served, "/v1/completions", b'{"prompt": "x"}')  # no Authorization header
+    assert status == 401 and body["error"]["code"] == "invalid_api_key"
+
+
+def test_malformed_json_gets_400_with_a_message(served):
+    status, _, body = raw_post(served, "/v1/chat/completions", b'{"messages": [', AUTH)
+    assert status == 400 and body["error"]["message"].startswith("The request body is not valid JSON")
+
+
+def test_bad_fields_get_400_naming_them(client, served):
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.chat.completions.create(
+            model=served.model_id, messages=[{"role": "user", "content": "hi"}], max_tokens=10**6
+        )
+    assert bad.value.status_code == 400 and f"at most {MAX_TOKENS_LIMIT}" in bad.value.message
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.chat.completions.create(model=served.model_id, messages=[], max_tokens=4)
+    assert "messages" in bad.value.message
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.completions.create(model=served.model_id, prompt="x", temperature=7)
+    assert "temperature must be between 0.0 and 2.0" in bad.value.message
+
+
+def test_an_oversized_body_gets_413(client, served):
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.chat.completions.create(
+            model=served.model_id, messages=[{"role": "user", "content": "x" * (MAX_BODY + 1)}], max_tokens=4
+        )
+    assert refused.value.status_code == 413 and f"at most {MAX_BODY:,}" in refused.value.message
+
+
+def test_an_unknown_model_gets_404(client, served):
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+    assert missing.value.status_code == 404 and served.model_id in missing.value.message
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4o")
+
+
+def test_cors_is_off_unless_configured(served):
+    _, headers, _ = raw_post(served, "/v1/completions", b"{}", {**AUTH, "Origin": "https://evil.example"})
+    assert not any(name.lower().startswith("access-control-") for name in headers)
+
+
+def test_a_client_that_disconnects_mid_stream_stops_its_generation(client, served):
+    stream = client.completions.create(
+        model=served.model_id, prompt=LONG, max_tokens=MAX_TOKENS_LIMIT, temperature=0, stream=True
+    )
+    received = [next(stream) for _ in range(5)]
+    assert all(c.choices[0].text is not None for c in received)
+    record = served.log.records()[-1]
+    stream.close()  # the client goes away mid-answer
+
+    # The next request is served: its answer comes, after the abandoned one ended early.
+    after = client.completions.create(model=served.model_id, prompt="Hello", max_tokens=4, temperature=0)
+    assert after.choices[0].text is not None
+    wait_for(lambda: record.finished, "the abandoned answer to be recorded")
+    assert record.finish == "cancelled" and record.client_gone
+    assert record.n_tokens < MAX_TOKENS_LIMIT / 4  # stopped early, not run out to max_tokens
+    second = served.log.records()[-1]
+    assert second.t_started >= record.t_received and second.queue_wait_s is not None
+
+
+def test_requests_queue_first_come_first_served_and_a_full_queue_gets_429(client, served):
+    queue = served.service.queue
+    limit, queue.limit = queue.limit, 2
+    results: dict[str, object] = {}
+    records = {}
+
+    def ask(name: str) -> None:
+        try:
+            results[name] = client.completions.create(model=served.model_id, prompt=f"{name}:", max_tokens=3)
+        except Exception as e:  # noqa: BLE001 - recorded for the assertions
+            results[name] = e
+
+    try:
+        running = client.completions.create(
+            model=served.model_id, prompt=LONG, max_tokens=MAX_TOKENS_LIMIT, temperature=0, stream=True
+        )
+        next(running)  # the engine is busy with it
+        threads = []
+        for i, name in enumerate(("first", "second")):
+            threads.append(threading.Thread(target=ask, args=(name,)))
+            threads[-1].start()
+            wait_for(lambda i=i: queue.n_waiting == i + 1, f"{name} to wait in the queue")
+            records[name] = served.log.records()[-1]
+        with pytest.raises(openai.RateLimitError) as refused:
+            client.completions.create(model=served.model_id, prompt="third:", max_tokens=3)
+        assert refused.value.status_code == 429 and "waiting" in refused.value.message
+        assert served.log.records()[-1].status == 429
+        running.close()  # its generation stops; the two waiting run, in the order they came
+        for thread in threads:
+            thread.join(WAIT_S)
+    finally:
+        queue.limit = limit
+    assert not any(isinstance(results[n], Exception) for n in ("first", "second")), results
+    first, second = records["first"], records["second"]
+    assert first.finish in ("stop", "length") and second.finish in ("stop", "length")
+    assert first.t_started <= second.t_started and second.queue_wait_s > 0

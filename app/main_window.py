@@ -520,8 +520,8 @@ class MainWindow(QMainWindow):
         self.conversation = conv
         self.messages = self.store.messages(conv.id)
         self.chat_view.set_messages(self.messages, *self.answers.streaming_in(conv.id))
-        if (job := self.answers.comparing) and (widget := self.chat_view.message_widget(job.message_id)):
-            widget.set_comparison(None, running=True)  # still comparing it
+        if job := self.answers.comparing:
+            self._show_comparison(job.message_id, None, True)  # still comparing it
         self._update_title()
         self.show_chat_if_ready()
         self.composer.input.setFocus()

@@ -17,9 +17,13 @@ from PySide6.QtGui import QColor, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from app import theme
+from engine import DrafterKind, Round, TokenSource
 
-Round = tuple[str, int, int, int]  # (drafter, k, n_drafted, n_accepted), as AnswerStats.rounds
-DRAFTER_LABELS = {"draft": "draft model", "lookup": "prompt lookup", "none": "no draft (plain step)"}
+DRAFTER_LABELS = {
+    DrafterKind.DRAFT_MODEL: "draft model",
+    DrafterKind.LOOKUP: "prompt lookup",
+    DrafterKind.NONE: "no draft (plain step)",
+}
 MIN_BAR_PX = 3.0
 
 
@@ -45,18 +49,18 @@ class RoundsChart(QWidget):
         self.setAccessibleName(f"Chart of the {what} per verification round")
 
     def set_rounds(self, rounds: Sequence[Round]) -> None:
-        self.rounds = list(rounds)
+        self.rounds = [Round.of(r) for r in rounds]
         self.setAccessibleDescription(self.summary())
         self.update()
 
     def summary(self) -> str:
-        drafted = [r for r in self.rounds if r[2]]
+        drafted = [r for r in self.rounds if r.drafted]
         if not drafted:
             return f"{len(self.rounds)} rounds, nothing drafted"
-        accepted = sum(r[3] for r in drafted)
+        accepted = sum(r.accepted for r in drafted)
         return (
             f"{len(self.rounds)} rounds, {len(drafted)} with drafts; mean accepted length "
-            f"{accepted / len(drafted):.2f} of {sum(r[2] for r in drafted) / len(drafted):.2f} drafted"
+            f"{accepted / len(drafted):.2f} of {sum(r.drafted for r in drafted) / len(drafted):.2f} drafted"
         )
 
     def sizeHint(self) -> QSize:
@@ -67,9 +71,9 @@ class RoundsChart(QWidget):
 
     def _scale(self) -> int:
         if self.kind == "accepted":
-            top = max((r[2] for r in self.rounds), default=0)
+            top = max((r.drafted for r in self.rounds), default=0)
         else:
-            top = max((r[1] for r in self.rounds if r[0] != "none"), default=0)
+            top = max((r.draft_length for r in self.rounds if r.drafter != DrafterKind.NONE), default=0)
         return max(top, 4)
 
     def _plot_rect(self) -> QRectF:
@@ -95,20 +99,20 @@ class RoundsChart(QWidget):
         for i, (start, end) in enumerate(bins):
             chunk = self.rounds[start:end]
             x = area.left() + i * slot
-            drafted_rounds = [r for r in chunk if r[0] != "none" and r[2] > 0]
+            drafted_rounds = [r for r in chunk if r.drafter != DrafterKind.NONE and r.drafted > 0]
             if not drafted_rounds:
                 painter.fillRect(
-                    QRectF(x, area.bottom() - 2, max(slot - gap, 1), 2), theme.source_colour("target", pal)
+                    QRectF(x, area.bottom() - 2, max(slot - gap, 1), 2), theme.source_colour(TokenSource.TARGET, pal)
                 )
                 continue
-            drafter = Counter(r[0] for r in drafted_rounds).most_common(1)[0][0]
+            drafter = Counter(r.drafter for r in drafted_rounds).most_common(1)[0][0]
             colour = theme.source_colour(drafter, pal)
             n = len(chunk)
             if self.kind == "accepted":
-                outline = sum(r[2] for r in chunk) / n
-                filled = sum(r[3] for r in chunk) / n
+                outline = sum(r.drafted for r in chunk) / n
+                filled = sum(r.accepted for r in chunk) / n
             else:
-                outline = filled = sum(r[1] for r in chunk if r[0] != "none") / n
+                outline = filled = sum(r.draft_length for r in chunk if r.drafter != DrafterKind.NONE) / n
             h_out = area.height() * outline / scale
             h_in = area.height() * filled / scale
             w = max(slot - gap, 1.0)
@@ -140,21 +144,21 @@ class RoundsChart(QWidget):
     def describe(self, start: int, end: int) -> str:
         chunk = self.rounds[start:end]
         if end - start == 1:
-            drafter, k, drafted, accepted = chunk[0]
-            if drafter == "none" or not drafted:
+            r = chunk[0]
+            if r.drafter == DrafterKind.NONE or not r.drafted:
                 return f"Round {start + 1}: no draft, the target decoded one token"
             return (
-                f"Round {start + 1}: {DRAFTER_LABELS.get(drafter, drafter)}, draft length {k}\n"
-                f"drafted {drafted}, accepted {accepted}"
-                + (", all accepted plus a bonus token" if accepted == drafted else "")
+                f"Round {start + 1}: {DRAFTER_LABELS[r.drafter]}, draft length {r.draft_length}\n"
+                f"drafted {r.drafted}, accepted {r.accepted}"
+                + (", all accepted plus a bonus token" if r.accepted == r.drafted else "")
             )
-        drafted_rounds = [r for r in chunk if r[2]]
+        drafted_rounds = [r for r in chunk if r.drafted]
         if not drafted_rounds:
             return f"Rounds {start + 1}–{end}: no drafts (plain steps)"
-        mean_d = sum(r[2] for r in drafted_rounds) / len(drafted_rounds)
-        mean_a = sum(r[3] for r in drafted_rounds) / len(drafted_rounds)
-        mean_k = sum(r[1] for r in drafted_rounds) / len(drafted_rounds)
-        by = ", ".join(f"{DRAFTER_LABELS.get(d, d)} {n}" for d, n in Counter(r[0] for r in chunk).most_common())
+        mean_d = sum(r.drafted for r in drafted_rounds) / len(drafted_rounds)
+        mean_a = sum(r.accepted for r in drafted_rounds) / len(drafted_rounds)
+        mean_k = sum(r.draft_length for r in drafted_rounds) / len(drafted_rounds)
+        by = ", ".join(f"{DRAFTER_LABELS[d]} {n}" for d, n in Counter(r.drafter for r in chunk).most_common())
         return (
             f"Rounds {start + 1}–{end} ({by})\nmean draft length {mean_k:.1f}, "
             f"drafted {mean_d:.1f}, accepted {mean_a:.1f}"
@@ -206,7 +210,7 @@ class Histogram(QWidget):
         top_len = max(self.hist)
         top_count = max(self.hist.values())
         slot = min(area.width() / (top_len + 1), fm.horizontalAdvance("0000") * 1.4)
-        colour = theme.source_colour("draft", pal)
+        colour = theme.source_colour(DrafterKind.DRAFT_MODEL, pal)
         wide = fm.horizontalAdvance("00") + 2
         every = 1 if slot >= wide else 2 if 2 * slot >= wide else 4
         for length in range(top_len + 1):
@@ -230,7 +234,7 @@ TIME_PARTS = (("drafting", "draft"), ("verifying", "verify"), ("sampling", "samp
 
 def time_colours(pal: QPalette) -> dict[str, QColor]:
     return {
-        "draft": theme.source_colour("draft", pal),
+        "draft": theme.source_colour(DrafterKind.DRAFT_MODEL, pal),
         "verify": QColor("#e0902f") if not theme.is_dark(pal) else QColor("#f0a845"),
         "sample": QColor("#9a5fd0") if not theme.is_dark(pal) else QColor("#b98af0"),
         "other": theme.mix(pal.color(QPalette.ColorRole.Window), pal.color(QPalette.ColorRole.WindowText), 0.3),

@@ -59,15 +59,13 @@ class AnswerRecorder:
         self.stats = AnswerStats(target_step_s=target_step_s)
         self._sources: Counter = Counter()
         self._t_request = time.perf_counter()
-        self._t_gen: float | None = None
         self._dirty = False
         self.finished = False
 
     # -- events from the worker -----------------------------------------------------------------
 
     def add_token(self, text: str, source: str, round_index: int, reasoning: bool = False) -> Token:
-        token = Token(text, source, round_index)
-        self.stats.n_tokens += 1
+        token = Token(text, source, round_index)  # counted in stats.n_tokens by its round's event
         if reasoning:
             self.reasoning += text
             self.stats.n_reasoning_tokens += 1
@@ -75,8 +73,8 @@ class AnswerRecorder:
                 self.stats.ttft_s = time.perf_counter() - self._t_request
             self._dirty = True
             return token
-        if self.reasoning and not self.tokens and self._t_gen is not None:
-            self.stats.reasoning_s = time.perf_counter() - self._t_gen  # the answer starts: thinking ended
+        if self.reasoning and not self.tokens:
+            self.stats.reasoning_s = self.stats.gen_s  # the answer starts: thinking ended in this round
         self.tokens.append(token)
         self.text += text
         self._sources[source] += 1
@@ -86,22 +84,13 @@ class AnswerRecorder:
         return token
 
     def add_round(self, event: RoundEvent) -> None:
-        if self._t_gen is None:
-            # The first round started when its drafting did.
-            self._t_gen = time.perf_counter() - (event.t_draft + event.t_verify + event.t_sample)
-        s = self.stats
-        s.record_round(event.drafter, event.draft_length, event.n_drafted, event.n_accepted)
-        s.t_draft += event.t_draft
-        s.t_verify += event.t_verify
-        s.t_sample += event.t_sample
-        # Live, the round's tokens are priced as the engine prices them (its final figure replaces this).
-        s.plain_estimate_s += event.plain_step_s * (event.n_accepted + 1)
+        # The engine's own accounting, on the engine's clock: after the last round these live
+        # figures (the estimated speedup included) equal the final ones.
+        event.apply_to(self.stats)
         self._dirty = True
 
     def live_stats(self) -> AnswerStats:
         """The statistics so far (the engine's own arrive with the last event)."""
-        if self._t_gen is not None:
-            self.stats.gen_s = time.perf_counter() - self._t_gen
         self.stats.count_sources(self._sources)
         return self.stats
 

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import theme
+from app.acceptance_chart import DRAFTER_LABELS
 from app.rich_text import MessageBody
 from app.stats_footer import StatsFooter
 from app.store import Message, Token
@@ -227,11 +228,11 @@ class MessageWidget(QFrame):
             f"Token {index + 1} of {len(tokens)}: <code>{html.escape(repr(token.text))}</code>",
         ]
         if stats and 0 <= token.round < len(stats.rounds):
-            drafter, k, drafted, accepted = stats.rounds[token.round]
-            if drafted:
-                who = {"draft": "draft model", "lookup": "prompt lookup"}.get(drafter, drafter)
+            r = stats.rounds[token.round]
+            if r.drafted:
                 lines.append(
-                    f"Round {token.round + 1}: {who} drafted {drafted} (draft length {k}), target accepted {accepted}"
+                    f"Round {token.round + 1}: {DRAFTER_LABELS[r.drafter]} drafted {r.drafted} "
+                    f"(draft length {r.draft_length}), target accepted {r.accepted}"
                 )
             else:
                 lines.append(f"Round {token.round + 1}: nothing drafted, one plain target step")

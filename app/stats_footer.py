@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 from app import theme
 from app.acceptance_chart import DRAFTER_LABELS, TIME_PARTS, Histogram, RoundsChart, TimeSplitBar, time_colours
 from app.flow_layout import FlowLayout
-from engine import AnswerStats
+from engine import AnswerStats, DrafterKind
 
 ESTIMATE_TIP = (
     "An estimate, not a measurement: what plain decoding would have taken (one single-token step per token, "
@@ -275,12 +275,10 @@ class DetailsPanel(QFrame):
             return f"<span style='color:{theme.css(colour)}'>■</span>"
 
         self.legend.setText(
-            "  ".join(
-                f"{swatch(theme.source_colour(key, pal))} {DRAFTER_LABELS[key]}" for key in ("draft", "lookup", "none")
-            )
+            "  ".join(f"{swatch(theme.source_colour(key, pal))} {DRAFTER_LABELS[key]}" for key in DrafterKind)
             + "   (light: drafted, solid: accepted)"
         )
-        self.drafters.setText(drafter_summary(stats.rounds))
+        self.drafters.setText(drafter_summary(stats))
         self.histogram.set_hist(stats.accepted_hist)
         self.time_bar.set_times(stats.t_draft, stats.t_verify, stats.t_sample, stats.gen_s)
         colours = time_colours(pal)
@@ -330,24 +328,21 @@ def history_dropped_note(n: int) -> str:
     )
 
 
-def drafter_summary(rounds) -> str:
-    if not rounds:
+def drafter_summary(stats: AnswerStats) -> str:
+    tallies = stats.by_drafter()
+    if not tallies:
         return "no rounds"
     lines = []
-    for drafter in ("draft", "lookup", "none"):
-        mine = [r for r in rounds if r[0] == drafter]
-        if not mine:
+    for drafter in DrafterKind:
+        t = tallies.get(drafter)
+        if t is None:
             continue
-        if drafter == "none":
-            lines.append(f"{len(mine)} plain steps (nothing drafted)")
+        if drafter == DrafterKind.NONE:
+            lines.append(f"{t.rounds} plain steps (nothing drafted)")
             continue
-        drafted = sum(r[2] for r in mine)
-        accepted = sum(r[3] for r in mine)
-        mean_k = sum(r[1] for r in mine) / len(mine)
-        rate = accepted / drafted if drafted else 0.0
         lines.append(
-            f"{DRAFTER_LABELS[drafter]}: {len(mine)} rounds, mean draft length {mean_k:.1f}, "
-            f"{accepted}/{drafted} accepted ({rate:.0%})"
+            f"{DRAFTER_LABELS[drafter]}: {t.rounds} rounds, mean draft length {t.mean_draft_length:.1f}, "
+            f"{t.accepted}/{t.drafted} accepted ({t.acceptance_rate:.0%})"
         )
     return "<br>".join(lines)
 

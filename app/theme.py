@@ -10,7 +10,7 @@ from pathlib import Path
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QGuiApplication, QIcon, QPalette
 
-from engine.config import TokenSource
+from engine.config import DrafterKind, TokenSource
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -83,12 +83,12 @@ def mix(a: QColor, b: QColor, t: float) -> QColor:
     )
 
 
-def source_colour(source: str, pal: QPalette | None = None) -> QColor:
-    """Strong colour of a drafter/source, for charts and legend swatches."""
+def source_colour(source: TokenSource | DrafterKind | str, pal: QPalette | None = None) -> QColor:
+    """Strong colour of a token source or a drafter (the two share their values), for charts and swatches."""
     dark = is_dark(pal)
-    if source in (TokenSource.DRAFT_MODEL.value, "draft"):
+    if source in (TokenSource.DRAFT_MODEL, DrafterKind.DRAFT_MODEL):
         return QColor("#3fbf7f" if dark else "#1e9e5a")
-    if source in (TokenSource.LOOKUP.value, "lookup"):
+    if source in (TokenSource.LOOKUP, DrafterKind.LOOKUP):
         return QColor("#5aa2ff" if dark else "#2f6fd6")
     pal = pal or palette()
     return mix(pal.color(QPalette.ColorRole.Text), pal.color(QPalette.ColorRole.Base), 0.55)

@@ -6,6 +6,7 @@ The public API, by what a caller does:
   yields: `TokenEvent`, `RoundEvent`, `DoneEvent`, `FinishReason`, `AnswerStats`;
 - ask for it: `ModelSpec`, `SpecParams`, `SamplingParams`, `ChatMessage`, `DrafterMode`,
   `TokenSource`, `GPU_LAYERS_AUTO`, `GPU_LAYERS_ALL`;
+- read a round: `Round` (in `AnswerStats.rounds` and `RoundEvent.round`), `DrafterKind`;
 - fail clearly: `EngineError` and its kinds in `engine.errors`;
 - manage models (no model loaded): `engine.models` (library, hub, download, starter).
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # for type checkers and PyInstaller, which follow these; at r
         GPU_LAYERS_ALL,
         GPU_LAYERS_AUTO,
         ChatMessage,
+        DrafterKind,
         DrafterMode,
         ModelSpec,
         SamplingParams,
@@ -35,7 +37,7 @@ if TYPE_CHECKING:  # for type checkers and PyInstaller, which follow these; at r
     )
     from engine.decoding.chat_engine import Engine, EngineInfo
     from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
-    from engine.decoding.stats import AnswerStats
+    from engine.decoding.stats import AnswerStats, Round
     from engine.errors import EngineError
 
 _PUBLIC = {
@@ -46,10 +48,12 @@ _PUBLIC = {
     "DoneEvent": "engine.decoding.events",
     "FinishReason": "engine.decoding.events",
     "AnswerStats": "engine.decoding.stats",
+    "Round": "engine.decoding.stats",
     "ModelSpec": "engine.config",
     "SpecParams": "engine.config",
     "SamplingParams": "engine.config",
     "ChatMessage": "engine.config",
+    "DrafterKind": "engine.config",
     "DrafterMode": "engine.config",
     "TokenSource": "engine.config",
     "GPU_LAYERS_AUTO": "engine.config",
@@ -61,6 +65,7 @@ __all__ = [
     "AnswerStats",
     "ChatMessage",
     "DoneEvent",
+    "DrafterKind",
     "DrafterMode",
     "Engine",
     "EngineError",
@@ -69,6 +74,7 @@ __all__ = [
     "GPU_LAYERS_ALL",
     "GPU_LAYERS_AUTO",
     "ModelSpec",
+    "Round",
     "RoundEvent",
     "SamplingParams",
     "SpecParams",

@@ -87,9 +87,7 @@ def run_engine(engine: Engine, prompt: dict, config: str, sampling: SamplingPara
     t0 = time.perf_counter()
     stamps, done = timed_tokens(engine.chat([ChatMessage("user", prompt["message"])], sampling, spec), t0)
     tps, p50, p99 = rates(stamps)
-    drafters: dict[str, int] = {}
-    for drafter, _k, _drafted, _accepted in done.stats.rounds:
-        drafters[drafter] = drafters.get(drafter, 0) + 1
+    drafters = {kind.value: tally.rounds for kind, tally in done.stats.by_drafter().items()}
     return Run(
         prompt["id"],
         config,

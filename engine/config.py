@@ -16,6 +16,14 @@ class DrafterMode(str, Enum):
     OFF = "off"  # plain decoding
 
 
+class DrafterKind(str, Enum):
+    """Which drafter proposed a round's tokens (DrafterMode says which ones may be chosen)."""
+
+    DRAFT_MODEL = "draft"  # the small draft model
+    LOOKUP = "lookup"  # prompt lookup
+    NONE = "none"  # nothing drafted: the round is one plain target step
+
+
 class TokenSource(str, Enum):
     """Who proposed a token that ended up in the answer."""
 

@@ -1,6 +1,6 @@
 """Auto mode and cache reuse on real models: behaviour under given costs, never wall-clock."""
 
-from engine.config import ChatMessage, DrafterMode, SamplingParams, SpecParams
+from engine.config import ChatMessage, DrafterKind, DrafterMode, SamplingParams, SpecParams
 from engine.decoding.events import DoneEvent
 from engine.decoding.policy import CostModel
 
@@ -43,7 +43,7 @@ def test_auto_drafts_nothing_where_verification_costs_as_much_as_single_steps(sm
     finally:
         small_engine.speculator.costs = saved
     assert done.stats.n_drafted == 0
-    assert {r[0] for r in done.stats.rounds} == {"none"}
+    assert {r.drafter for r in done.stats.rounds} == {DrafterKind.NONE}
 
 
 def test_auto_switches_to_lookup_when_the_answer_copies_the_prompt(small_engine):
@@ -54,8 +54,9 @@ def test_auto_switches_to_lookup_when_the_answer_copies_the_prompt(small_engine)
         plain = answer(small_engine, COPY_TASK, SpecParams(mode=DrafterMode.OFF), GREEDY.with_(max_tokens=60))
     finally:
         small_engine.speculator.costs = saved
-    drafters = [r[0] for r in done.stats.rounds]
-    assert "lookup" in drafters and "draft" not in drafters  # the draft model cannot pay at these costs
+    drafters = [r.drafter for r in done.stats.rounds]
+    # The draft model cannot pay at these costs.
+    assert DrafterKind.LOOKUP in drafters and DrafterKind.DRAFT_MODEL not in drafters
     assert done.stats.tokens_by_source.get("lookup", 0) >= 10
     assert done.text == plain.text  # greedy speculation is lossless
 
@@ -73,7 +74,7 @@ def assert_auto_drafts_with_the_draft_model_at_gpu_costs(engine, sampling=GREEDY
     finally:
         engine.speculator.costs = saved
     assert done.stats.n_drafted > 0
-    assert any(r[0] == "draft" and r[1] >= 2 for r in done.stats.rounds)
+    assert any(r.drafter == DrafterKind.DRAFT_MODEL and r.draft_length >= 2 for r in done.stats.rounds)
 
 
 def test_editing_an_earlier_message_reuses_the_common_prefix(small_engine):

@@ -10,9 +10,9 @@ from app.answers import AnswerRecorder, answer_params, sampling_from_params
 from app.export import to_json, to_markdown
 from app.settings import ModelSettings, Settings
 from app.store import SCHEMA_VERSION, Store, StoreError, Token, history, title_from
-from engine.config import DrafterMode, SamplingParams, SpecParams
+from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams
 from engine.decoding.events import DoneEvent, FinishReason, RoundEvent
-from engine.decoding.stats import AnswerStats
+from engine.decoding.stats import AnswerStats, Round
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def test_streamed_tokens_are_committed_as_they_arrive_and_the_message_stays_inco
     s.finish_message(m.id, "Hello!", "stop", stats)
     seen = other.message(m.id)
     assert seen.complete and seen.finish_reason == "stop"
-    assert seen.stats.rounds == [("draft", 2, 2, 1)] and seen.stats.gen_tps == 3.0
+    assert seen.stats.rounds == [Round(DrafterKind.DRAFT_MODEL, 2, 2, 1)] and seen.stats.gen_tps == 3.0
     assert len(seen.tokens) == 3
     other.close()
     s.close()
@@ -133,12 +133,12 @@ def test_recorder_builds_live_stats_writes_in_batches_and_finishes_with_the_engi
     conv = db.create_conversation("t")
     message = db.add_message(conv.id, "assistant", complete=False)
     rec = AnswerRecorder(db, message, request_id=7, target_step_s=0.01)
-    rec.add_round(RoundEvent("draft", 4, 4, 3, 0.01, 0.02, 0.001))
+    rec.add_round(RoundEvent(Round(DrafterKind.DRAFT_MODEL, 4, 4, 3), 0.01, 0.02, 0.001, 0.12, n_tokens=4, gen_s=0.04))
     for text, source in [("a", "draft"), ("b", "draft"), ("c", "draft"), ("d", "target")]:
         rec.add_token(text, source, 0)
     live = rec.live_stats()
     assert live.n_tokens == 4 and live.n_accepted == 3 and live.tokens_by_source == {"draft": 3, "target": 1}
-    assert live.ttft_s > 0
+    assert live.ttft_s > 0 and live.plain_s == 0.12 and live.gen_s == 0.04 and live.estimated_speedup == 3.0
     rec.flush()
     rec.flush()  # nothing new: no second write
     assert db.message(message.id).content == "abcd"

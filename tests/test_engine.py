@@ -48,7 +48,7 @@ def test_target_as_its_own_draft_accepts_essentially_everything(small_engine):
     assert done.stats.n_drafted >= 20
     # Batched and single-token evaluation round differently; near-ties may flip a rare token.
     assert done.stats.acceptance_rate >= 0.9
-    assert any(r.n_accepted == 4 for r in rounds)
+    assert any(r.round.accepted == 4 for r in rounds)
 
 
 def test_greedy_speculation_emits_the_targets_argmax_at_every_position(small_engine, monkeypatch):
@@ -60,8 +60,8 @@ def test_greedy_speculation_emits_the_targets_argmax_at_every_position(small_eng
     emitted = [t.token for t in tokens]
     produced = []
     for (drafts, argmax), rnd in zip(verify_rows, rounds, strict=True):
-        assert drafts[: rnd.n_accepted] == argmax[: rnd.n_accepted], "an accepted draft differs from the argmax"
-        produced += argmax[: rnd.n_accepted + 1]
+        assert drafts[: rnd.round.accepted] == argmax[: rnd.round.accepted], "an accepted draft differs from the argmax"
+        produced += argmax[: rnd.round.accepted + 1]
     # Every emitted token is the argmax of the verification row at its position.
     assert emitted == produced[: len(emitted)]
 
@@ -167,9 +167,9 @@ def test_sampled_answers_are_reproducible_with_a_seed(small_engine):
 def test_statistics_are_filled_in(small_engine):
     _, rounds, done = run(small_engine, spec=SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4))
     s = done.stats
-    assert s.n_rounds == len(rounds) and s.n_drafted == sum(r.n_drafted for r in rounds)
-    assert s.n_accepted == sum(r.n_accepted for r in rounds)
-    assert sum(s.accepted_hist.values()) == sum(1 for r in rounds if r.n_drafted)
+    assert s.n_rounds == len(rounds) and s.n_drafted == sum(r.round.drafted for r in rounds)
+    assert s.n_accepted == sum(r.round.accepted for r in rounds)
+    assert sum(s.accepted_hist.values()) == sum(1 for r in rounds if r.round.drafted)
     assert s.ttft_s > 0 and s.gen_tps > 0 and s.prompt_s > 0 and s.target_step_s > 0
     assert 0 < s.estimated_speedup < 10
     assert s.t_draft > 0 and s.t_verify > 0

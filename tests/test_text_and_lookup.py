@@ -3,6 +3,7 @@
 import pytest
 
 from engine.chat.textstream import TextStream
+from engine.config import DrafterKind
 from engine.decoding.lookup import NgramIndex
 from engine.decoding.policy import AcceptanceTracker, CostModel, best_choice, draft_confidence_floor, expected_tokens
 
@@ -70,13 +71,13 @@ def test_policy_drafts_nothing_when_verification_costs_k_steps():
     # A CPU where verifying n tokens costs n steps: no drafter below certainty can pay.
     cpu = CostModel({1: 0.037, 2: 0.074, 4: 0.148, 8: 0.296}, draft_step_s=0.022)
     choice = best_choice(cpu, {"draft": (0.8, 8), "lookup": (0.8, 8)})
-    assert choice.drafter == "none" and choice.k == 0
+    assert choice.drafter == DrafterKind.NONE and choice.draft_length == 0
 
 
 def test_policy_drafts_long_on_a_gpu_where_width_is_free():
     gpu = CostModel({1: 0.010, 2: 0.0101, 4: 0.0102, 8: 0.0105}, draft_step_s=0.001)
     choice = best_choice(gpu, {"draft": (0.8, 16)})
-    assert choice.drafter == "draft" and choice.k >= 4
+    assert choice.drafter == DrafterKind.DRAFT_MODEL and choice.draft_length >= 4
 
 
 def test_policy_prefers_cheap_lookup_when_it_is_accepted():
@@ -88,7 +89,7 @@ def test_policy_prefers_cheap_lookup_when_it_is_accepted():
 def test_user_chosen_drafter_still_drafts_when_it_does_not_pay():
     costs = CostModel({1: 0.037, 2: 0.074})
     choice = best_choice(costs, {"lookup": (0.1, 3)}, allow_none=False, fixed_k=True)
-    assert (choice.drafter, choice.k) == ("lookup", 3)
+    assert (choice.drafter, choice.draft_length) == (DrafterKind.LOOKUP, 3)
 
 
 def test_acceptance_tracker_learns_and_forgets():

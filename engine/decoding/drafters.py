@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.config import SamplingParams, TokenSource
+from engine.config import DrafterKind, SamplingParams, TokenSource
 from engine.decoding.lookup import NgramIndex
 from engine.decoding.sampling import Distribution, distribution, greedy_token
 from engine.llama.runner import ModelRunner
@@ -20,8 +20,8 @@ from engine.llama.runner import ModelRunner
 
 @dataclass
 class Draft:
-    drafter: str  # "none", "lookup", "draft"
-    k: int = 0  # draft length asked for this round
+    drafter: DrafterKind
+    draft_length: int = 0  # asked of the drafter this round
     tokens: list[int] = field(default_factory=list)
     p_draft: list[Distribution | None] = field(default_factory=list)
     confidence: list[float] = field(default_factory=list)  # the draft model's top probability per token
@@ -30,19 +30,19 @@ class Draft:
 
     @property
     def source(self) -> TokenSource:
-        return TokenSource.LOOKUP if self.drafter == "lookup" else TokenSource.DRAFT_MODEL
+        return TokenSource.LOOKUP if self.drafter == DrafterKind.LOOKUP else TokenSource.DRAFT_MODEL
 
     def __len__(self) -> int:
         return len(self.tokens)
 
 
-NO_DRAFT = Draft("none")
+NO_DRAFT = Draft(DrafterKind.NONE)
 
 
 class LookupDrafter:
     """Prompt lookup over the conversation so far (prompt plus the answer being written)."""
 
-    name = "lookup"
+    kind = DrafterKind.LOOKUP
 
     def __init__(self, n_min: int = 1, n_max: int = 4):
         self.index = NgramIndex(n_min, n_max)
@@ -58,7 +58,7 @@ class LookupDrafter:
 class DraftModelDrafter:
     """Autoregressive drafting with the small model, stopping early when it is unsure."""
 
-    name = "draft"
+    kind = DrafterKind.DRAFT_MODEL
 
     def __init__(self, runner: ModelRunner):
         self.runner = runner
@@ -66,15 +66,15 @@ class DraftModelDrafter:
     def propose(
         self,
         history: Sequence[int],
-        k: int,
+        draft_length: int,
         sampling: SamplingParams,
         rng: np.random.Generator,
         p_min: float,
     ) -> Draft:
         t0 = time.perf_counter()
-        draft = Draft(self.name, k)
+        draft = Draft(self.kind, draft_length)
         seq = list(history)
-        for _ in range(k):
+        for _ in range(draft_length):
             logits = self.runner.eval(seq, 1)[0]
             draft.n_steps += 1
             if sampling.greedy:

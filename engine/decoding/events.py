@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from engine.config import TokenSource
-from engine.decoding.stats import AnswerStats
+from engine.decoding.stats import AnswerStats, Round
 
 
 class FinishReason(str, Enum):
@@ -29,16 +29,35 @@ class TokenEvent:
 
 @dataclass(frozen=True)
 class RoundEvent:
-    """One verification round: what was drafted, by whom, and how much the target kept."""
+    """One verification round: what was drafted, by whom, how much the target kept, what it cost.
 
-    drafter: str  # "none", "draft", "lookup"
-    draft_length: int  # k asked of the drafter this round
-    n_drafted: int  # tokens the drafter actually proposed (may stop early)
-    n_accepted: int
+    It comes before the round's TokenEvents. apply_to() is the one place a round is added to an
+    answer's statistics: the engine applies it to the final figures and the app to its live ones,
+    so after the last round both are the same.
+    """
+
+    round: Round
     t_draft: float
     t_verify: float
     t_sample: float
-    plain_step_s: float = 0.0  # one plain step priced from this round's verification (AnswerStats.plain_s)
+    plain_s: float  # what plain decoding would have taken for this round's tokens (AnswerStats.plain_s)
+    n_tokens: int  # tokens the round added to the answer (an end-of-generation token is not one)
+    gen_s: float  # from the start of generation (after the prompt) to the end of this round
+
+    def apply_to(self, stats: AnswerStats) -> None:
+        r = self.round
+        stats.n_rounds += 1
+        stats.n_drafted += r.drafted
+        stats.n_accepted += r.accepted
+        stats.rounds.append(r)
+        if r.drafted:
+            stats.accepted_hist[r.accepted] = stats.accepted_hist.get(r.accepted, 0) + 1
+        stats.n_tokens += self.n_tokens
+        stats.t_draft += self.t_draft
+        stats.t_verify += self.t_verify
+        stats.t_sample += self.t_sample
+        stats.plain_estimate_s += self.plain_s
+        stats.gen_s = self.gen_s
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.config import DrafterKind
+
 WINDOW = 15  # recent timings kept per batch width; their median resists a busy moment
 PLAIN_MARGIN = 1.05  # expected gain a drafter must promise before auto leaves plain decoding
 MEMORY = 0.85  # decay of acceptance counts per observation: about the last dozen matter
@@ -145,34 +147,34 @@ def expected_tokens(alpha: float | tuple[float, float], k: int) -> float:
 
 @dataclass(frozen=True)
 class Choice:
-    drafter: str  # "none", "lookup", "draft"
-    k: int
+    drafter: DrafterKind
+    draft_length: int
     expected_tps: float
 
 
 def best_choice(
     costs: CostModel,
-    options: dict[str, tuple[float | tuple[float, float], int]],
+    options: dict[DrafterKind, tuple[float | tuple[float, float], int]],
     allow_none: bool = True,
     fixed_k: bool = False,
 ) -> Choice:
     """The drafter and k with the highest expected tokens/s.
 
-    options maps drafter name -> (acceptance rate(s), largest k it can offer now); a drafter's
-    per-token cost is the draft step for "draft" and ~0 for "lookup". allow_none=False is for a
-    user who chose a drafter: then only its k adapts, and "none" is the answer only when no
-    drafter can offer anything this round. fixed_k: each drafter offers exactly its k_max.
+    options maps drafter -> (acceptance rate(s), largest k it can offer now); a drafter's
+    per-token cost is the draft step for the draft model and ~0 for lookup. allow_none=False is
+    for a user who chose a drafter: then only its k adapts, and DrafterKind.NONE is the answer only
+    when no drafter can offer anything this round. fixed_k: each drafter offers exactly its k_max.
     """
-    best = Choice("none", 0, 1.0 / costs.step_s if allow_none else 0.0)
+    best = Choice(DrafterKind.NONE, 0, 1.0 / costs.step_s if allow_none else 0.0)
     # Drafting must beat plain decoding clearly: the model of acceptance is approximate, and a
     # coin-flip gain is not worth a possible loss.
     bar = best.expected_tps * PLAIN_MARGIN
-    for name, (alpha, k_max) in options.items():
-        per_token = (costs.draft_step_s or costs.step_s) if name == "draft" else 0.0
+    for drafter, (alpha, k_max) in options.items():
+        per_token = (costs.draft_step_s or costs.step_s) if drafter == DrafterKind.DRAFT_MODEL else 0.0
         for k in [k_max] if fixed_k else range(1, k_max + 1):
             tps = expected_tokens(alpha, k) / (k * per_token + costs.verify_s(k + 1))
             if tps > max(bar, best.expected_tps):
-                best = Choice(name, k, tps)
+                best = Choice(DrafterKind(drafter), k, tps)
     return best
 
 

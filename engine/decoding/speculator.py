@@ -17,7 +17,7 @@ import numpy as np
 
 from engine.chat.reasoning import ReasoningSplitter
 from engine.chat.textstream import TextStream
-from engine.config import DrafterMode, SamplingParams, SpecParams, TokenSource
+from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
 from engine.decoding.acceptance import Verdict, verify_greedy, verify_sampled
 from engine.decoding.drafters import NO_DRAFT, Draft, DraftModelDrafter, LookupDrafter
 from engine.decoding.events import DoneEvent, Event, FinishReason, RoundEvent, TokenEvent
@@ -29,7 +29,7 @@ from engine.decoding.policy import (
     draft_confidence_floor,
 )
 from engine.decoding.sampling import Distribution, distribution, make_rng
-from engine.decoding.stats import AnswerStats
+from engine.decoding.stats import AnswerStats, Round
 from engine.errors import ContextFullError, EngineError
 from engine.llama.runner import Cancelled, ModelRunner, common_prefix
 
@@ -91,8 +91,9 @@ class Speculator:
         t_request: float | None = None,
         reasoning: ReasoningSplitter | None = None,
     ) -> Iterator[Event]:
-        """Stream the answer to prompt (token ids): TokenEvents, a RoundEvent per verification round,
-        and one DoneEvent last. reasoning, when given, splits a thinking block off the answer."""
+        """Stream the answer to prompt (token ids): per verification round a RoundEvent, then that
+        round's TokenEvents; one DoneEvent last. reasoning, when given, splits a thinking block off
+        the answer."""
         t_start = t_request or time.perf_counter()
         stats = stats or AnswerStats()
         stats.backend = self.target.backend
@@ -143,22 +144,19 @@ class Speculator:
                 # timing, so a machine busier now than at calibration does not inflate the estimate.
                 plain_step = (t1 - t0) * self.costs.verify_s(1) / self.costs.verify_s(len(draft) + 1)
                 self._learn(draft, verdict, lookup_tokens)
-                stats.t_draft += draft.seconds
-                stats.t_verify += t1 - t0
-                stats.t_sample += t2 - t1
-                stats.record_round(draft.drafter, draft.k, len(draft), verdict.n_accepted)
-                yield RoundEvent(
-                    draft.drafter, draft.k, len(draft), verdict.n_accepted, draft.seconds, t1 - t0, t2 - t1, plain_step
-                )
                 new = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
                 origin = [draft.source] * verdict.n_accepted + [TokenSource.TARGET]
+                # The round's tokens are taken in before its RoundEvent, so the event can say how many
+                # the answer kept and what plain decoding would have paid for them; the TokenEvents follow.
+                shown: list[TokenEvent] = []
+                n_priced = n_kept = 0
                 for token, source in zip(new, origin, strict=True):
-                    stats.plain_estimate_s += plain_step
+                    n_priced += 1  # plain decoding pays a step for every token, the one that ends the answer too
                     if self.target.is_eog(token):
                         finish = FinishReason.STOP
                         break
                     committed.append(token)
-                    stats.n_tokens += 1
+                    n_kept += 1
                     sources[source.value] += 1
                     for part in split.push_all(text.push(token, self.target.piece(token), source)):
                         if not stats.ttft_s:
@@ -166,13 +164,25 @@ class Speculator:
                         if split.entered and not stats.reasoning_s and not part.reasoning:
                             stats.reasoning_s = time.perf_counter() - t_gen
                         answer += [] if part.reasoning else [part.piece.text]
-                        yield TokenEvent(part.piece.token, part.piece.text, part.piece.source, part.reasoning)
+                        shown.append(TokenEvent(part.piece.token, part.piece.text, part.piece.source, part.reasoning))
                     if text.stopped:
                         finish = FinishReason.STOP
                         break
-                    if stats.n_tokens >= sampling.max_tokens:
+                    if stats.n_tokens + n_kept >= sampling.max_tokens:
                         finish = FinishReason.LENGTH
                         break
+                event = RoundEvent(
+                    Round(draft.drafter, draft.draft_length, len(draft), verdict.n_accepted),
+                    t_draft=draft.seconds,
+                    t_verify=t1 - t0,
+                    t_sample=t2 - t1,
+                    plain_s=plain_step * n_priced,
+                    n_tokens=n_kept,
+                    gen_s=time.perf_counter() - t_gen,
+                )
+                event.apply_to(stats)
+                yield event
+                yield from shown
         except Cancelled:
             finish = FinishReason.CANCELLED
         except ContextFullError as e:
@@ -185,7 +195,7 @@ class Speculator:
         for part in split.push_all(text.finish(), final=True):
             answer += [] if part.reasoning else [part.piece.text]
             yield TokenEvent(part.piece.token, part.piece.text, part.piece.source, part.reasoning)
-        stats.gen_s = time.perf_counter() - t_gen
+        # gen_s stays where the last round's event put it: the live figures end on the same one.
         stats.n_reasoning_tokens = split.n_reasoning_tokens
         if split.entered and not stats.reasoning_s:
             stats.reasoning_s = stats.gen_s  # it never stopped thinking
@@ -202,17 +212,17 @@ class Speculator:
         mode = spec.mode
         if k_cap < 1 or mode == DrafterMode.OFF:
             return NO_DRAFT, []
-        options: dict[str, tuple[float, int]] = {}
+        options: dict[DrafterKind, tuple[float, int]] = {}
         lookup_tokens: list[int] = []
         if mode in (DrafterMode.AUTO, DrafterMode.LOOKUP, DrafterMode.BOTH):
             lookup_tokens = self.lookup.candidates(committed, k_cap)
             if lookup_tokens:
-                options["lookup"] = (self.tracker(self._lookup_key()).rates, len(lookup_tokens))
+                options[DrafterKind.LOOKUP] = (self.tracker(self._lookup_key()).rates, len(lookup_tokens))
         wants_model = mode in (DrafterMode.AUTO, DrafterMode.DRAFT_MODEL) or (
             mode == DrafterMode.BOTH and not lookup_tokens
         )
         if self.draft_model is not None and wants_model:
-            options["draft"] = (self.tracker("draft").rates, k_cap)
+            options[DrafterKind.DRAFT_MODEL] = (self.tracker(DrafterKind.DRAFT_MODEL.value).rates, k_cap)
         if not options:
             return NO_DRAFT, lookup_tokens
         if spec.draft_length is not None:
@@ -220,16 +230,17 @@ class Speculator:
         choice = best_choice(
             self.costs, options, allow_none=mode == DrafterMode.AUTO, fixed_k=spec.draft_length is not None
         )
-        if choice.drafter == "lookup":
-            return Draft("lookup", choice.k, lookup_tokens[: choice.k], [None] * choice.k), lookup_tokens
-        if choice.drafter == "draft":
+        length = choice.draft_length
+        if choice.drafter == DrafterKind.LOOKUP:
+            return Draft(DrafterKind.LOOKUP, length, lookup_tokens[:length], [None] * length), lookup_tokens
+        if choice.drafter == DrafterKind.DRAFT_MODEL:
             p_min = (
                 spec.draft_p_min
                 if spec.draft_p_min is not None
-                else draft_confidence_floor(self.costs, choice.k, self.calibration)
+                else draft_confidence_floor(self.costs, length, self.calibration)
             )
             try:
-                draft = self.draft_model.propose(committed, choice.k, sampling, rng, p_min)
+                draft = self.draft_model.propose(committed, length, sampling, rng, p_min)
             except ContextFullError:  # the draft's context is smaller than the target's: go on without it
                 return NO_DRAFT, lookup_tokens
             self.costs.observe_draft_step(draft.seconds / max(draft.n_steps, 1))
@@ -239,7 +250,7 @@ class Speculator:
         return NO_DRAFT, lookup_tokens
 
     def _lookup_key(self) -> str:
-        return f"lookup:{min(self.lookup.last_match_size, 3)}"
+        return f"{DrafterKind.LOOKUP.value}:{min(self.lookup.last_match_size, 3)}"
 
     @staticmethod
     def _verify(logits: np.ndarray, draft: Draft, sampling: SamplingParams, rng) -> Verdict:
@@ -249,11 +260,12 @@ class Speculator:
 
     def _learn(self, draft: Draft, verdict: Verdict, lookup_tokens: list[int]) -> None:
         produced = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
-        if draft.drafter == "draft":
-            self.tracker("draft").observe(len(draft), verdict.n_accepted)
+        if draft.drafter == DrafterKind.DRAFT_MODEL:
+            self.tracker(DrafterKind.DRAFT_MODEL.value).observe(len(draft), verdict.n_accepted)
             self.calibration.observe(draft.confidence, verdict.n_accepted)
         else:
-            self.tracker("draft").decay()  # untried: drift back towards the prior, to be tried again
+            # Untried: drift back towards the prior, to be tried again.
+            self.tracker(DrafterKind.DRAFT_MODEL.value).decay()
             self.calibration.decay()
         # Lookup is deterministic, so how far its whole offer would have gone is known for free:
         # follow it against the tokens the target goes on to produce, round after round, until it

@@ -1,9 +1,60 @@
-"""Per-answer statistics: what speculation did and what it was worth."""
+"""Per-answer statistics: what speculation did and what it was worth.
+
+A round is added to them in one place, RoundEvent.apply_to (engine/decoding/events.py), by the
+engine and by the app's live view alike; the estimated speedup is one formula, plain_s ÷ gen_s.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+
+from engine.config import DrafterKind
+
+
+@dataclass(frozen=True)
+class Round:
+    """One verification round, as an answer keeps it (stored as [drafter, draft_length, drafted, accepted])."""
+
+    drafter: DrafterKind
+    draft_length: int  # asked of the drafter this round (0: nothing drafted)
+    drafted: int  # tokens it proposed (the draft model may stop early)
+    accepted: int  # of those, kept by the target
+
+    def __post_init__(self):
+        object.__setattr__(self, "drafter", DrafterKind(self.drafter))
+
+    @classmethod
+    def of(cls, value: Round | Iterable | Mapping) -> Round:
+        """A round from what was stored: a Round, a list or tuple in field order (every stored
+        answer so far), or a mapping by field name."""
+        if isinstance(value, Round):
+            return value
+        if isinstance(value, Mapping):
+            return cls(**{name: value[name] for name in cls.__dataclass_fields__})
+        return cls(*value)
+
+    def to_json(self) -> list:
+        return [self.drafter.value, self.draft_length, self.drafted, self.accepted]
+
+
+@dataclass
+class DrafterTally:
+    """One drafter's rounds over an answer."""
+
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    draft_length_sum: int = 0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def mean_draft_length(self) -> float:
+        return self.draft_length_sum / self.rounds if self.rounds else 0.0
 
 
 @dataclass
@@ -17,11 +68,11 @@ class AnswerStats:
     n_drafted: int = 0
     n_accepted: int = 0
     accepted_hist: dict[int, int] = field(default_factory=dict)  # accepted length -> rounds, drafted rounds only
-    rounds: list[tuple[str, int, int, int]] = field(default_factory=list)  # (drafter, k, drafted, accepted)
+    rounds: list[Round] = field(default_factory=list)  # lists and tuples in field order are read as Rounds
     tokens_by_source: dict[str, int] = field(default_factory=dict)
     ttft_s: float = 0.0  # request to first token shown
     prompt_s: float = 0.0  # prompt evaluation
-    gen_s: float = 0.0  # first round to last, all decoding after the prompt
+    gen_s: float = 0.0  # start of generation (after the prompt) to the end of the last round
     t_draft: float = 0.0
     t_verify: float = 0.0
     t_sample: float = 0.0
@@ -29,6 +80,9 @@ class AnswerStats:
     reasoning_s: float = 0.0  # first round to the end of the thinking
     plain_estimate_s: float = 0.0  # what plain decoding would have taken for these tokens (see below)
     backend: str = ""
+
+    def __post_init__(self):
+        self.rounds = [Round.of(r) for r in self.rounds]
 
     @property
     def acceptance_rate(self) -> float:
@@ -51,11 +105,12 @@ class AnswerStats:
     def plain_s(self) -> float:
         """What plain decoding would have taken for these tokens: the estimate's numerator.
 
-        Each round's tokens are priced as single-token steps, scaled from that round's own
-        measured verification time by the machine's step/batch cost ratio (plain_estimate_s,
-        summed by the engine), so a machine that is busier now than at calibration does not
-        inflate the figure. Answers stored before that existed fall back to n_tokens × the
-        calibrated single-token step.
+        README's formula: one single-token step per token, each round's tokens priced from that
+        round's own measured verification time by the machine's step/batch cost ratio (the
+        engine prices a round in RoundEvent.plain_s; apply_to sums them into plain_estimate_s),
+        so a machine that is busier now than at calibration does not inflate the figure. The
+        token that ends the answer counts: plain decoding pays a step for it too. Answers stored
+        before rounds were priced fall back to n_tokens × the calibrated single-token step.
         """
         return self.plain_estimate_s if self.plain_estimate_s > 0 else self.n_tokens * self.target_step_s
 
@@ -67,6 +122,7 @@ class AnswerStats:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["accepted_hist"] = {str(k): v for k, v in sorted(self.accepted_hist.items())}
+        d["rounds"] = [r.to_json() for r in self.rounds]  # the stored shape since the first release
         d.update(
             acceptance_rate=self.acceptance_rate,
             mean_accepted_length=self.mean_accepted_length,
@@ -80,16 +136,18 @@ class AnswerStats:
     def from_dict(cls, d: dict) -> AnswerStats:
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         known["accepted_hist"] = {int(k): v for k, v in known.get("accepted_hist", {}).items()}
-        known["rounds"] = [tuple(r) for r in known.get("rounds", [])]
-        return cls(**known)
+        return cls(**known)  # rounds: stored lists become Rounds in __post_init__
 
-    def record_round(self, drafter: str, k: int, n_drafted: int, n_accepted: int) -> None:
-        self.n_rounds += 1
-        self.n_drafted += n_drafted
-        self.n_accepted += n_accepted
-        self.rounds.append((drafter, k, n_drafted, n_accepted))
-        if n_drafted:
-            self.accepted_hist[n_accepted] = self.accepted_hist.get(n_accepted, 0) + 1
+    def by_drafter(self) -> dict[DrafterKind, DrafterTally]:
+        """Each drafter's rounds, drafted and accepted tokens (plain steps under DrafterKind.NONE)."""
+        tallies: dict[DrafterKind, DrafterTally] = {}
+        for r in self.rounds:
+            t = tallies.setdefault(r.drafter, DrafterTally())
+            t.rounds += 1
+            t.drafted += r.drafted
+            t.accepted += r.accepted
+            t.draft_length_sum += r.draft_length
+        return tallies
 
     def count_sources(self, sources: Counter) -> None:
         self.tokens_by_source = dict(sources)

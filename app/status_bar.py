@@ -1,14 +1,20 @@
-"""The status bar: target and draft, backend and GPU layers, loading progress, memory in use."""
+"""The status bar: target and draft, backend and GPU layers, short notices, loading progress, memory in use.
+
+Notices ("Stopped.") go to a label of their own instead of QStatusBar's message area, which would
+hide the model line while it shows; long texts are elided, so the memory figure stays visible in
+narrow windows."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
+from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtGui import QPainter
+from PySide6.QtWidgets import QLabel, QProgressBar, QSizePolicy, QStatusBar, QWidget
 
 MEMORY_REFRESH_MS = 2000
+MODELS_TIP = "Target model (answers) and draft model (proposes tokens for the target to verify)"
 BACKEND_TIP = "Where the models run: the GPU and how many layers of each model are on it, or the CPU"
 
 
@@ -46,13 +52,42 @@ def where_tip(info) -> str:
     return f"{info.backend}: {info.device}; {memory}." + (f"\n{info.gpu_note}." if info.gpu_note else "")
 
 
+class ElidedLabel(QLabel):
+    """A one-line label that gives up width when space is short, ending its text with "…"."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None):
+        super().__init__(text, parent)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)  # down to "M…"
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(self.fontMetrics().horizontalAdvance("M…"), super().minimumSizeHint().height())
+
+    def sizeHint(self) -> QSize:
+        return QSize(self.fontMetrics().horizontalAdvance(self.text()) + 8, super().sizeHint().height())
+
+    def is_elided(self) -> bool:
+        return self.fontMetrics().horizontalAdvance(self.text()) > self.contentsRect().width()
+
+    def paintEvent(self, _event) -> None:
+        painter = QPainter(self)
+        rect = self.contentsRect()
+        text = self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, rect.width())
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), text)
+
+
 class StatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.models = QLabel("No model loaded")
-        self.models.setToolTip("Target model (answers) and draft model (proposes tokens for the target to verify)")
-        self.backend = QLabel()
+        self.models = ElidedLabel("No model loaded")
+        self.models.setToolTip(MODELS_TIP)
+        self.backend = ElidedLabel()
         self.backend.setToolTip(BACKEND_TIP)
+        self.notice = QLabel()  # short-lived messages: showMessage() lands here
+        self.notice.setAccessibleName("Status message")
+        self._notice_timer = QTimer(self)
+        self._notice_timer.setSingleShot(True)
+        self._notice_timer.timeout.connect(self.clearMessage)
         self.stage = QLabel()
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
@@ -63,10 +98,12 @@ class StatusBar(QStatusBar):
         self.memory.setToolTip("Memory used by the loaded models (weights and contexts), and by the whole app")
         self.addWidget(self.models)
         self.addWidget(self.backend)
+        self.addWidget(self.notice, 1)  # takes the spare width, so the others keep their natural size
         self.addPermanentWidget(self.stage)
         self.addPermanentWidget(self.progress)
         self.addPermanentWidget(self.memory)
         self.set_progress(None)
+        self.clearMessage()
         self.model_bytes = 0
         self._timer = QTimer(self)
         self._timer.setInterval(MEMORY_REFRESH_MS)
@@ -78,17 +115,35 @@ class StatusBar(QStatusBar):
         """info: engine.decoding.chat_engine.EngineInfo, or None when nothing is loaded."""
         if info is None:
             self.models.setText("No model loaded")
+            self.models.setToolTip(MODELS_TIP)
             self.backend.setText("")
             self.backend.setToolTip(BACKEND_TIP)
             self.model_bytes = 0
         else:
             draft = f"  +  draft {info.draft_name}" if info.draft_name else "  ·  no draft model"
             self.models.setText(f"{info.target_name}{draft}")
+            self.models.setToolTip(f"{self.models.text()}\n{MODELS_TIP}")
             amx = {"avoided": " · AMX off", "on": " · AMX on"}.get(info.amx, "")
             self.backend.setText(f"{where_text(info)} · {info.n_threads} threads{amx} · context {info.n_ctx:,}")
             self.backend.setToolTip(f"{BACKEND_TIP}\n{where_tip(info)}\n{info.cpu_weights}")
             self.model_bytes = info.memory_bytes
         self.refresh_memory()
+
+    def showMessage(self, text: str, timeout: int = 0) -> None:  # noqa: N802 (Qt's name, kept for callers)
+        """A notice beside the model line (which stays), cleared after timeout ms (0: until replaced)."""
+        self.notice.setText(text)
+        self.notice.setVisible(bool(text))
+        if timeout > 0:
+            self._notice_timer.start(timeout)
+        else:
+            self._notice_timer.stop()
+
+    def clearMessage(self) -> None:  # noqa: N802
+        self.notice.clear()
+        self.notice.setVisible(False)
+
+    def currentMessage(self) -> str:  # noqa: N802
+        return self.notice.text()
 
     def set_progress(self, stage: str | None, fraction: float = 0.0) -> None:
         """A stage with a fraction shows the bar; None hides it."""

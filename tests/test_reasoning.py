@@ -82,7 +82,7 @@ def test_a_real_model_streams_its_thinking_apart_even_inside_accepted_drafts(sma
     # A marker's tokens (<think> is three here) came from prompt lookup, inside a draft the target accepted.
     piece = small_engine.target.piece
     accepted = [
-        b"".join(piece(t) for t in draft[: r.n_accepted])
+        b"".join(piece(t) for t in draft[: r.round.accepted])
         for draft, r in zip(verified[-len(rounds) :], rounds, strict=True)
     ]
     assert any(b"think>" in text for text in accepted), "no marker inside an accepted draft"

@@ -63,6 +63,9 @@ class _RepoView:
     draft_verdict: str | None  # None: no target, or no header to check
 
 
+POPULAR_COUNT = 30
+
+
 class DownloaderDialog(QDialog):
     model_downloaded = Signal(Path)
 
@@ -89,6 +92,7 @@ class DownloaderDialog(QDialog):
         self._search_request = self._repo_request = 0
         self._build()
         self._show_pending()
+        self.show_popular()
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -217,6 +221,14 @@ class DownloaderDialog(QDialog):
         sort = self.sort.currentData()
         self._ask(f"Searching for “{text}”…", lambda _: self.hub.search(text, sort), self._show_results)
 
+    def show_popular(self) -> None:
+        """Before the first search: the most downloaded GGUF repositories, a place to start."""
+        self._ask(
+            "Looking up popular GGUF models…",
+            lambda _: self.hub.search("", "downloads", limit=POPULAR_COUNT),
+            lambda repos: self._show_results(repos, f"Most downloaded GGUF repositories ({len(repos)})"),
+        )
+
     def suggest_drafts(self) -> None:
         target = self.target
         self._ask(
@@ -230,6 +242,8 @@ class DownloaderDialog(QDialog):
         self._search_request += 1
         request = self._search_request
         self.results_title.setText(doing)
+        self.results.setRowCount(0)  # the old list is not the answer to this request
+        self._set_files(None)
 
         def succeeded(value):
             if request == self._search_request:
@@ -238,7 +252,7 @@ class DownloaderDialog(QDialog):
 
         def failed(message):
             if request == self._search_request:
-                self.results_title.setText("No results.")
+                self.results_title.setText("")  # the banner above says why
                 self._show_error(message)
 
         self.tasks.start(fn, succeeded, failed)

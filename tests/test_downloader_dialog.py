@@ -73,6 +73,15 @@ def test_search_lists_repositories_and_files_with_fit(qtbot, fake_hub, library):
     assert not dialog.banner.isVisible()
 
 
+def test_before_the_first_search_the_most_downloaded_repositories_are_listed(qtbot, fake_hub, library):
+    dialog = open_dialog(qtbot, library)
+    qtbot.waitUntil(lambda: dialog.results.rowCount() > 0, timeout=WAIT_MS)
+    assert dialog.results_title.text().startswith("Most downloaded GGUF repositories")
+    downloads = [int(dialog.results.item(r, 1).text().replace(",", "")) for r in range(dialog.results.rowCount())]
+    assert downloads == sorted(downloads, reverse=True) and SMOL_REPO in repositories(dialog)
+    assert not dialog.banner.isVisible()
+
+
 def test_download_shows_progress_and_cancel_deletes_the_part(qtbot, fake_hub, library):
     gate = stall(fake_hub, 10_000_000)
     dialog = open_dialog(qtbot, library)
@@ -137,6 +146,7 @@ def test_offline_hub_shows_a_clear_banner(qtbot, monkeypatch, library):
     qtbot.waitUntil(dialog.banner.isVisible, timeout=WAIT_MS)
     assert "The model hub could not be reached" in dialog.banner.text()
     assert dialog.results.rowCount() == 0
+    assert "No results" not in dialog.results_title.text()  # the banner says why; nothing contradicts it
     assert dialog.search_button.isEnabled()  # one can try again
 
 

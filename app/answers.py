@@ -21,7 +21,6 @@ from app.store import Message, Store, Token
 from engine import AnswerStats, DoneEvent, FinishReason, RoundEvent
 from engine.config import SamplingParams, SpecParams
 
-FLUSH_S = 0.25
 # What a store write raises when the disk is full or the file cannot be written.
 STORE_WRITE_ERRORS = (sqlite3.Error, OSError)
 

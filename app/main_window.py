@@ -37,6 +37,7 @@ from app.export import to_json, to_markdown
 from app.hub_tasks import BackgroundTasks
 from app.load_guard import LoadGuard
 from app.model_controller import EngineState, ModelController
+from app.server_panel import LocalServerController, ServerPanel, ServerStatusLabel
 from app.settings import Settings
 from app.settings_dialog import SettingsDialog
 from app.sidebar import Sidebar
@@ -69,6 +70,8 @@ class MainWindow(QMainWindow):
         # A model that failed is not reloaded unasked: the guard's record sits beside the settings.
         self.models = ModelController(self.host, LoadGuard.beside(settings_path), self)
         self.answers = AnswerController(self.host, self.store, self.models, self)
+        self.server = LocalServerController(self.host, self.models, lambda: self.settings, self)
+        self.server_panel: ServerPanel | None = None
         self.conversation: Conversation | None = None
         self.messages: list[Message] = []
         self.chat_format = None  # ChatFormatInfo of the loaded model
@@ -195,6 +198,7 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes([em * 18, em * 60])
         self.setCentralWidget(self.splitter)
         self.status = StatusBar()
+        self.status.addPermanentWidget(ServerStatusLabel(self.server))
         self.setStatusBar(self.status)
         self.colours_button.setChecked(self.settings.show_token_colours)
         self._update_legend()
@@ -225,6 +229,9 @@ class MainWindow(QMainWindow):
             self.download_action.setEnabled(False)
             self.download_action.setToolTip(MISSING_TIP)
             self.download_action.setStatusTip(MISSING_TIP)
+        action(
+            file, "Local &server…", self.open_server_panel, tip="Serve the loaded model to programs on this computer"
+        )
         file.addSeparator()
         action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
 
@@ -451,6 +458,12 @@ class MainWindow(QMainWindow):
 
     # -- settings -----------------------------------------------------------------------------
 
+    def open_server_panel(self) -> None:
+        if self.server_panel is None:
+            self.server_panel = ServerPanel(self.server, self)
+        self.server_panel.show()
+        self.server_panel.raise_()
+
     def open_settings(self) -> None:
         dialog = SettingsDialog(self.settings, self.library, parent=self)
         dialog.download_requested.connect(self.open_downloader)
@@ -467,6 +480,7 @@ class MainWindow(QMainWindow):
             self.load_models()
         elif new_template and self.models.state == EngineState.READY:
             self.host.set_chat_template(new.chat_template())
+        self.server.refresh_model()  # the server's defaults follow the settings
         self.chat_view.set_show_reasoning(new.show_reasoning)
 
     def save_settings(self) -> None:
@@ -732,6 +746,7 @@ class MainWindow(QMainWindow):
         self._shut = True
         self.models.close()  # a load still running is abandoned, not failed
         close_downloaders(self)  # a running download pauses; its partial file is kept to resume
+        self.server.stop()  # its requests are cancelled; it stops taking new ones
         self.host.shutdown()  # bounded: cancels the answer, a load or the starter assembly
         self.background.wait(3000)  # a library read ends by itself; its result goes nowhere
         self.answers.close()  # the answer that streamed is kept, marked stopped

@@ -58,6 +58,7 @@ class AnswerRequest:
     spec: SpecParams
     purpose: str = "answer"
     cancel: threading.Event = field(default_factory=threading.Event)
+    ticket: object = None  # its place in the local server's queue, while the server runs
 
 
 def describe(error: BaseException) -> str:
@@ -159,6 +160,12 @@ class EngineWorker(QObject):
         self.answer_finished.emit(request.id, done)
 
     @Slot(object)
+    def run_job(self, job) -> None:
+        """Run job() here, on the engine thread: the local server's requests, in their turn (the
+        FairQueue that dispatched it decides what runs; a job reads self.engine itself)."""
+        job()
+
+    @Slot(object)
     def assemble_starter(self, cancel: threading.Event) -> None:
         if self.closing.is_set():
             return
@@ -196,6 +203,7 @@ class EngineHost(QObject):
     chat_template_requested = Signal(object)
     answer_requested = Signal(object)
     starter_requested = Signal(object)
+    job_requested = Signal(object)  # a callable for the engine thread (EngineHost.dispatch)
     shutdown_requested = Signal()
 
     def __init__(self, parent: QObject | None = None):
@@ -206,6 +214,9 @@ class EngineHost(QObject):
         self.load_cancel = threading.Event()
         self.starter_cancel = threading.Event()
         self.stuck = False  # shutdown gave up waiting: native code may still run on the thread
+        # While the local server runs: the one line (engine.serving's FairQueue) that answers and
+        # server requests wait in, first come first served. None: answers go straight to the worker.
+        self.queue = None
         self.thread = QThread()
         self.thread.setObjectName("specula-engine")
         self.worker = EngineWorker()
@@ -215,6 +226,7 @@ class EngineHost(QObject):
         self.chat_template_requested.connect(self.worker.set_chat_template, queued)
         self.answer_requested.connect(self.worker.answer, queued)
         self.starter_requested.connect(self.worker.assemble_starter, queued)
+        self.job_requested.connect(self.worker.run_job, queued)
         self.shutdown_requested.connect(self.worker.shutdown, queued)
         self.worker.answer_finished.connect(self._forget)
         self.worker.answer_failed.connect(self._forget)
@@ -240,8 +252,19 @@ class EngineHost(QObject):
     ) -> AnswerRequest:
         request = AnswerRequest(next(self._ids), list(messages), sampling, spec, purpose)
         self._pending[request.id] = request
-        self.answer_requested.emit(request)
+        if self.queue is not None:
+            # In line with the server's clients; never refused. Stopping it while it waits makes
+            # its turn end at once (the engine sees the cancel flag), so its end arrives as usual.
+            request.ticket = self.queue.submit(
+                "app", lambda _ticket: self.worker.answer(request), limited=False, cancel=request.cancel
+            )
+        else:
+            self.answer_requested.emit(request)
         return request
+
+    def dispatch(self, job) -> None:
+        """Run job() on the engine thread, after what was asked before (a FairQueue's dispatch)."""
+        self.job_requested.emit(job)
 
     def stop(self, request_id: int | None = None) -> None:
         """Stop one answer (or all): takes effect within one decode step. Safe to call any time."""

@@ -39,7 +39,9 @@ def error_response(error: ApiError, headers: dict | None = None) -> JSONResponse
 
 
 class Api:
-    def __init__(self, service: EngineService, config: ServerConfig, defaults: Defaults, model_card: dict):
+    """The endpoints. defaults and model_card may be replaced while serving (the app loads another model)."""
+
+    def __init__(self, service: EngineService, config: ServerConfig, defaults: Defaults, model_card: dict | None):
         self.service, self.config, self.defaults, self.model_card = service, config, defaults, model_card
         # Compared as digests: equal lengths, so compare_digest's time says nothing about the key.
         self._key_digest = hashlib.sha256(config.api_key.encode()).digest() if config.api_key else None
@@ -54,13 +56,13 @@ class Api:
             self._authorize(request)
         except ApiError as e:
             return error_response(e)
-        return JSONResponse({"object": "list", "data": [self.model_card]})
+        return JSONResponse({"object": "list", "data": [self.model_card] if self.model_card else []})
 
     async def model(self, request: Request) -> Response:
         try:
             self._authorize(request)
             name = request.path_params["name"]
-            if name.lower() not in {n.lower() for n in self.defaults.model_names}:
+            if not self.model_card or name.lower() not in {n.lower() for n in self.defaults.model_names}:
                 raise ApiError(404, f"The model {name!r} does not exist here.", "model", "model_not_found")
         except ApiError as e:
             return error_response(e)
@@ -124,7 +126,7 @@ class Api:
             error = ApiError(429, str(e), code="queue_full")
             self.service.log.finish(record, "rejected", 429, error.message)
             return error_response(error, headers={"Retry-After": "1"})
-        shaper = Shaper(chat, self.defaults.model_names[0])
+        shaper = Shaper(chat, self.defaults.model_names[0])  # parse_* refused the request when none
         if parsed.stream:
             record.status = 200
             return EventSourceResponse(self._stream(shaper, parsed, ticket, bridge, record), ping=PING_S)
@@ -203,9 +205,9 @@ async def _http_error(_request: Request, exc: HTTPException) -> Response:
     return error_response(ApiError(exc.status_code, str(exc.detail), code=code))
 
 
-def build_app(service: EngineService, config: ServerConfig, defaults: Defaults, model_card: dict) -> Starlette:
+def build_app(api: Api) -> Starlette:
     """The application. CORS headers are sent only for the origins config names (none by default)."""
-    api = Api(service, config, defaults, model_card)
+    config = api.config
     routes = [
         Route("/health", api.health, methods=["GET"]),
         Route("/v1/models", api.models, methods=["GET"]),

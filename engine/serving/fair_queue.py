@@ -39,6 +39,7 @@ class Ticket:
     t_enqueued: float = field(default_factory=time.perf_counter)
     t_started: float | None = None
     t_finished: float | None = None
+    owner: object = None  # who submitted it (cancel_all(owner) stops only theirs)
 
     @property
     def queue_wait_s(self) -> float:
@@ -72,12 +73,20 @@ class FairQueue:
         self.running: Ticket | None = None
         self._listeners: list[Callable[[], None]] = []
 
-    def submit(self, label: str, job: Callable[[Ticket], None], limited: bool = True) -> Ticket:
-        """Join the line. limited=False for a caller that must never be refused (the app's own chat)."""
+    def submit(
+        self,
+        label: str,
+        job: Callable[[Ticket], None],
+        limited: bool = True,
+        cancel: threading.Event | None = None,
+        owner: object = None,
+    ) -> Ticket:
+        """Join the line. limited=False for a caller that must never be refused (the app's own chat);
+        cancel: the caller's own stop flag, to serve as the ticket's (a new one otherwise)."""
         with self._lock:
             if limited and self._n_waiting() >= self.limit:
                 raise QueueFull(self.limit)
-            ticket = Ticket(next(self._ids), label)
+            ticket = Ticket(next(self._ids), label, cancel if cancel is not None else threading.Event(), owner=owner)
             self._waiting[ticket.id] = ticket
         self._changed()
         self._dispatch(lambda: self._run(ticket, job))
@@ -107,6 +116,11 @@ class FairQueue:
         with self._lock:
             return self._n_waiting()
 
+    def waiting(self) -> list[Ticket]:
+        """The tickets waiting now, in order (cancelled ones left out)."""
+        with self._lock:
+            return [t for t in self._waiting.values() if not t.cancel.is_set()]
+
     def ahead_of(self, ticket: Ticket) -> int:
         """Jobs that will run before this one (the running one included); 0 once it runs."""
         with self._lock:
@@ -115,12 +129,14 @@ class FairQueue:
             before = [t for t in self._waiting.values() if t.id < ticket.id and not t.cancel.is_set()]
             return len(before) + (1 if self.running is not None else 0)
 
-    def cancel_all(self) -> None:
-        """Stop the running job and skip every waiting one (the server is stopping)."""
+    def cancel_all(self, owner: object = None) -> None:
+        """Stop the running job and skip every waiting one (the server is stopping); with owner,
+        only the jobs it submitted (the app's own answer goes on when its server stops)."""
         with self._lock:
             tickets = list(self._waiting.values()) + ([self.running] if self.running else [])
         for t in tickets:
-            t.cancel.set()
+            if owner is None or t.owner is owner:
+                t.cancel.set()
         self._changed()
 
     def add_listener(self, callback: Callable[[], None]) -> None:

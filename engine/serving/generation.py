@@ -96,7 +96,12 @@ class EngineService:
         """Queue the generation (raises QueueFull); its events arrive on the returned bridge."""
         bridge = EventBridge(loop)
         label = f"#{record.id} {record.path}"
-        return self.queue.submit(label, lambda ticket: self._run(generation, record, ticket, bridge)), bridge
+        ticket = self.queue.submit(label, lambda t: self._run(generation, record, t, bridge), owner=self)
+        return ticket, bridge
+
+    def cancel_all(self) -> None:
+        """Stop this service's requests, running or waiting (not others in the same queue)."""
+        self.queue.cancel_all(owner=self)
 
     def _run(self, generation: Generation, record: RequestRecord, ticket: Ticket, bridge: EventBridge) -> None:
         """On the engine's thread: answer, pass the events on, and finish the record (even when nobody listens)."""

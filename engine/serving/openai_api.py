@@ -95,6 +95,8 @@ def _object(body: Any) -> dict:
 
 def _check_model(body: dict, defaults: Defaults) -> None:
     """A request names the loaded model (its id, or its file's name); an absent name means it too."""
+    if not defaults.model_names:
+        raise ApiError(503, "No model is loaded.", "model", "model_not_loaded")
     name = body.get("model")
     if name in (None, ""):
         return

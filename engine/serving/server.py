@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from engine import Engine, SamplingParams, SpecParams
-from engine.serving.app import build_app
+from engine.serving.app import Api, build_app
 from engine.serving.config import ServerConfig
 from engine.serving.fair_queue import EngineThread, FairQueue
 from engine.serving.generation import EngineService
@@ -31,20 +31,25 @@ START_TIMEOUT_S = 10.0
 GRACEFUL_STOP_S = 2  # open streams get this long to end after their answers were cancelled
 
 
-def model_names(engine: Engine, config: ServerConfig) -> tuple[str, ...]:
-    """The names a request may use for the loaded model; the first is the id /v1/models lists."""
-    file_name = os.path.basename(engine.target.spec.path)
+def model_names(path: str, target_name: str, model_id: str = "") -> tuple[str, ...]:
+    """The names a request may use for the loaded model; the first is the id /v1/models lists:
+    model_id if set, else the file's name without .gguf; the file name and the model's own name also do."""
+    file_name = os.path.basename(path)
     stem = file_name[: -len(".gguf")] if file_name.lower().endswith(".gguf") else file_name
-    names = [config.model_id or stem, stem, file_name, engine.info.target_name]
+    names = [model_id or stem, stem, file_name, target_name]
     return tuple(dict.fromkeys(n for n in names if n))
 
 
-def model_card(engine: Engine, names: tuple[str, ...]) -> dict:
-    info = engine.info
+def model_card(path: str, names: tuple[str, ...], info) -> dict:
+    """/v1/models' entry for the loaded model; info: its EngineInfo."""
+    try:
+        created = int(os.path.getmtime(path))
+    except OSError:
+        created = 0
     return {
         "id": names[0],
         "object": "model",
-        "created": int(os.path.getmtime(engine.target.spec.path)),
+        "created": created,
         "owned_by": "specula",
         "meta": {"name": info.target_name, "draft": info.draft_name, "n_ctx": info.n_ctx, "backend": info.backend},
     }
@@ -53,14 +58,19 @@ def model_card(engine: Engine, names: tuple[str, ...]) -> dict:
 class LocalServer:
     """uvicorn on its own thread and event loop; start() returns once it accepts connections."""
 
-    def __init__(self, service: EngineService, config: ServerConfig, defaults: Defaults, card: dict):
+    def __init__(self, service: EngineService, config: ServerConfig, defaults: Defaults, card: dict | None):
         self.service, self.config = service, config
-        self._app = build_app(service, config, defaults, card)
+        self.api = Api(service, config, defaults, card)
+        self._app = build_app(self.api)
         self._uvicorn: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
         self.port = 0
         self.error: BaseException | None = None
+
+    def set_model(self, defaults: Defaults, card: dict | None) -> None:
+        """Another model was loaded (or none: card None): requests from now on name and use it."""
+        self.api.defaults, self.api.model_card = defaults, card
 
     @property
     def base_url(self) -> str:
@@ -105,7 +115,7 @@ class LocalServer:
         """Cancel every answer (running and waiting), close the connections, end the thread."""
         if self._thread is None:
             return True
-        self.service.queue.cancel_all()
+        self.service.cancel_all()
         self._uvicorn.should_exit = True
         self._thread.join(timeout)
         if self._thread.is_alive():
@@ -173,7 +183,8 @@ def serve_engine(
     spec: SpecParams | None = None,
 ) -> HeadlessServer:
     """Serve a loaded engine; from now on only the engine's new thread may use it. Raises OSError."""
-    names = model_names(engine, config)
+    path, info = engine.target.spec.path, engine.info
+    names = model_names(path, info.target_name, config.model_id)
     defaults = Defaults(
         sampling=sampling or SamplingParams(max_tokens=config.max_tokens_limit),
         spec=spec or SpecParams(),
@@ -185,7 +196,7 @@ def serve_engine(
     service = EngineService(
         lambda: engine, FairQueue(engine_thread.dispatch, config.queue_limit), RequestLog(config.log_size)
     )
-    server = LocalServer(service, config, defaults, model_card(engine, names))
+    server = LocalServer(service, config, defaults, model_card(path, names, info))
     try:
         server.start()
     except BaseException:

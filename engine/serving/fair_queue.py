@@ -40,6 +40,7 @@ class Ticket:
     t_started: float | None = None
     t_finished: float | None = None
     owner: object = None  # who submitted it (cancel_all(owner) stops only theirs)
+    limited: bool = True  # counts against the waiting limit (the app's own answers do not)
 
     @property
     def queue_wait_s(self) -> float:
@@ -84,9 +85,10 @@ class FairQueue:
         """Join the line. limited=False for a caller that must never be refused (the app's own chat);
         cancel: the caller's own stop flag, to serve as the ticket's (a new one otherwise)."""
         with self._lock:
-            if limited and self._n_waiting() >= self.limit:
+            if limited and self._n_waiting(limited_only=True) >= self.limit:
                 raise QueueFull(self.limit)
-            ticket = Ticket(next(self._ids), label, cancel if cancel is not None else threading.Event(), owner=owner)
+            event = cancel if cancel is not None else threading.Event()
+            ticket = Ticket(next(self._ids), label, event, owner=owner, limited=limited)
             self._waiting[ticket.id] = ticket
         self._changed()
         self._dispatch(lambda: self._run(ticket, job))
@@ -108,8 +110,8 @@ class FairQueue:
                 ticket.t_finished = time.perf_counter()
             self._changed()
 
-    def _n_waiting(self) -> int:
-        return sum(1 for t in self._waiting.values() if not t.cancel.is_set())
+    def _n_waiting(self, limited_only: bool = False) -> int:
+        return sum(1 for t in self._waiting.values() if not t.cancel.is_set() and (t.limited or not limited_only))
 
     @property
     def n_waiting(self) -> int:

@@ -91,6 +91,8 @@ class LocalServer:
             log_level="warning",
             access_log=False,  # the RequestLog says what each request did
             lifespan="off",
+            http="h11",  # pure Python, whatever else is installed (httptools would be picked by "auto")
+            ws="none",  # no WebSocket endpoints
             timeout_graceful_shutdown=GRACEFUL_STOP_S,
         )
         self._uvicorn = uvicorn.Server(config)

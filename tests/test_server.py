@@ -249,6 +249,23 @@ def test_a_client_that_disconnects_mid_stream_stops_its_generation(client, serve
     assert second.t_started >= record.t_received and second.queue_wait_s is not None
 
 
+def test_a_client_that_disconnects_while_waiting_for_a_whole_answer_stops_it(served):
+    import socket
+
+    body = json.dumps({"prompt": LONG, "max_tokens": MAX_TOKENS_LIMIT, "temperature": 0}).encode()
+    port = int(served.url.rsplit(":", 1)[1].split("/")[0])
+    before = len(served.log.records())
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        sock.sendall(head.encode() + body)
+        record = wait_for(lambda: served.log.records()[before:] and served.log.records()[-1], "the request to arrive")
+        wait_for(lambda: record.t_started is not None, "the engine to start on it")
+    # The socket is closed: the server notices (it polls) and the engine stops within a decode step.
+    wait_for(lambda: record.finished, "the abandoned answer to be recorded")
+    assert record.finish == "cancelled" and record.client_gone and record.n_tokens < MAX_TOKENS_LIMIT / 4
+
+
 def test_requests_queue_first_come_first_served_and_a_full_queue_gets_429(client, served):
     queue = served.service.queue
     limit, queue.limit = queue.limit, 2

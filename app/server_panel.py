@@ -32,11 +32,10 @@ from PySide6.QtWidgets import (
 
 from app.settings import Settings
 from engine.serving.config import DEFAULT_PORT, LOOPBACK, ServerConfig
-from engine.serving.fair_queue import FairQueue
-from engine.serving.generation import EngineService
-from engine.serving.openai_api import Defaults
 from engine.serving.request_log import RequestLog, RequestRecord
-from engine.serving.server import LocalServer, model_card, model_names
+
+# The server's own modules (uvicorn, Starlette) are imported when it is first switched on: the
+# window does not wait for them at start.
 
 LOG_LINES = 500  # the log view keeps the newest lines
 
@@ -51,8 +50,8 @@ class LocalServerController(QObject):
         """host: the EngineHost; models: the ModelController (what is loaded); settings: the current ones."""
         super().__init__(parent)
         self.host, self.models, self._settings = host, models, settings
-        self.server: LocalServer | None = None
-        self.queue: FairQueue | None = None
+        self.server = None  # engine.serving.server.LocalServer while it runs
+        self.queue = None  # its FairQueue, which EngineHost.queue is too
         self._queue_changed.connect(self._refresh_status, Qt.ConnectionType.QueuedConnection)
         models.ready.connect(self.refresh_model)
         models.load_failed.connect(self.refresh_model)
@@ -73,6 +72,10 @@ class LocalServerController(QObject):
         """Serve on 127.0.0.1:port (0: any free port); the base URL. Raises OSError (the port is taken)."""
         if self.server is not None:
             return self.url
+        from engine.serving.fair_queue import FairQueue
+        from engine.serving.generation import EngineService
+        from engine.serving.server import LocalServer
+
         config = ServerConfig(host=LOOPBACK, port=port, api_key=api_key or None)
         queue = FairQueue(self.host.dispatch, config.queue_limit)
         log = RequestLog(config.log_size)
@@ -105,7 +108,11 @@ class LocalServerController(QObject):
             self.server.set_model(*self._model(self.server.config))
             self._refresh_status()
 
-    def _model(self, config: ServerConfig) -> tuple[Defaults, dict | None]:
+    def _model(self, config: ServerConfig) -> tuple:
+        """(Defaults, /v1/models card or None) for the loaded model and the current settings."""
+        from engine.serving.openai_api import Defaults
+        from engine.serving.server import model_card, model_names
+
         settings, info = self._settings(), self.models.info
         names = model_names(settings.target.path, info.target_name) if info is not None else ()
         sampling = settings.sampling(None)  # a fresh seed per request unless it gives one

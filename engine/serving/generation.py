@@ -16,10 +16,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from engine import ChatMessage, DoneEvent, Engine, EngineError, FinishReason, SamplingParams, SpecParams, TokenEvent
+from engine import ChatMessage, DoneEvent, EngineError, FinishReason, SamplingParams, SpecParams, TokenEvent
 from engine.serving.fair_queue import FairQueue, Ticket
 from engine.serving.request_log import RequestLog, RequestRecord
+
+if TYPE_CHECKING:  # the name only: importing Engine loads llama.cpp, which the app's start need not wait for
+    from engine import Engine
 
 log = logging.getLogger(__name__)
 

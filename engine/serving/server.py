@@ -14,16 +14,20 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import uvicorn
 
-from engine import Engine, SamplingParams, SpecParams
+from engine import SamplingParams, SpecParams
 from engine.serving.app import Api, build_app
 from engine.serving.config import ServerConfig
 from engine.serving.fair_queue import EngineThread, FairQueue
 from engine.serving.generation import EngineService
 from engine.serving.openai_api import Defaults
 from engine.serving.request_log import RequestLog
+
+if TYPE_CHECKING:  # the name only: importing Engine loads llama.cpp
+    from engine import Engine
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ def to_markdown(conversation: Conversation, messages: Sequence[Message]) -> str:
         if not m.complete:
             out += ["> *Incomplete: the app stopped before this answer finished.*", ""]
         if m.stats and m.stats.n_tokens:
-            out += ["*" + " · ".join(text for text, _tip in figures(m.stats)) + "*", ""]
+            out += ["*" + " · ".join(text for text, _tip in figures(m.stats, m.params)) + "*", ""]
         if m.comparison:
             c = m.comparison
             same = "identical" if c.get("identical") else "different"

@@ -36,9 +36,36 @@ def speedup_text(stats: AnswerStats) -> str:
     return f"≈{value:.2f}× vs plain (estimate)" if value > 0 else "speedup: not yet estimated"
 
 
-def figures(stats: AnswerStats) -> list[tuple[str, str]]:
+PLAIN_TEXTS = {  # nothing drafted, by the drafting mode the answer was asked with
+    "auto": (
+        "plain decoding: drafting would not pay on this machine",
+        "Auto measured what drafting and verifying cost on this machine and chose plain decoding for every "
+        "round: here a draft's verification costs more than the tokens it would save. Drafting pays where "
+        "verifying a batch is cheap (a GPU) or where the answer copies the conversation (prompt lookup).",
+    ),
+    "off": ("plain decoding (speculation off)", "Speculation is off (Settings → Drafter)."),
+}
+NOTHING_DRAFTED = ("nothing drafted", "No draft tokens: the drafter found nothing to propose in this answer.")
+
+
+def headline(stats: AnswerStats, params: dict | None = None, comparison: dict | None = None) -> tuple[str, str]:
+    """What speculation was worth, in one figure: measured once Compare has run, else estimated,
+    or in words when nothing was drafted (a "≈0.98×" there would read as a broken feature)."""
+    measured = (comparison or {}).get("measured_speedup", 0.0)
+    if measured > 0:
+        return (
+            f"{measured:.2f}× vs plain (measured)",
+            f"Measured by “Compare with plain decoding”; the estimate was {speedup_text(stats)}.",
+        )
+    if not stats.n_drafted:
+        mode = (params or {}).get("spec", {}).get("mode", "")
+        return PLAIN_TEXTS.get(mode, NOTHING_DRAFTED)
+    return speedup_text(stats), ESTIMATE_TIP
+
+
+def figures(stats: AnswerStats, params: dict | None = None, comparison: dict | None = None) -> list[tuple[str, str]]:
     """The footer's figures, each with its tooltip."""
-    items = [(speedup_text(stats), ESTIMATE_TIP)]
+    items = [headline(stats, params, comparison)]
     if stats.n_drafted:
         items.append(
             (
@@ -47,8 +74,6 @@ def figures(stats: AnswerStats) -> list[tuple[str, str]]:
                 f"{stats.mean_accepted_length:.2f} accepted per drafted round on average.",
             )
         )
-    else:
-        items.append(("nothing drafted", "No draft tokens: speculation was off, or auto mode chose plain decoding."))
     items.append((f"{stats.gen_tps:.1f} tok/s", "Tokens per second while generating (after the prompt)."))
     tokens = f"{stats.n_tokens} token{'' if stats.n_tokens == 1 else 's'}"
     if stats.n_reasoning_tokens:
@@ -99,6 +124,8 @@ class StatsFooter(QWidget):
         super().__init__(parent)
         self.stats: AnswerStats | None = None
         self.params: dict = {}
+        self.comparison: dict | None = None
+        self.state = "done"
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 2, 0, 0)
         layout.setSpacing(3)
@@ -156,7 +183,7 @@ class StatsFooter(QWidget):
 
     def set_stats(self, stats: AnswerStats | None, state: str = "done") -> None:
         """state: streaming, done, stopped, incomplete, length, context, error."""
-        self.stats = stats
+        self.stats, self.state = stats, state
         notes = {
             "stopped": "Stopped.",
             "incomplete": "Incomplete: Specula stopped before this answer finished. This is what was shown.",
@@ -169,11 +196,13 @@ class StatsFooter(QWidget):
         self.state_label.setText(note)
         self.state_label.setVisible(bool(note))
         self.compare_button.setEnabled(state not in ("streaming", "incomplete", "error") and bool(stats))
-        items = figures(stats) if stats and stats.n_tokens else []
+        measured = self.comparison if state != "streaming" else None
+        items = figures(stats, self.params, measured) if stats and stats.n_tokens else []
         self._set_figures(items)
         self.chart.set_rounds(stats.rounds if stats else [])
-        self.chart.setVisible(bool(stats and stats.rounds))
-        self.chart_caption.setVisible(bool(stats and stats.rounds))
+        drafted = bool(stats and stats.n_drafted)  # an empty chart of zeros says nothing
+        self.chart.setVisible(drafted)
+        self.chart_caption.setVisible(drafted)
         self.details_button.setVisible(bool(stats and stats.rounds))
         if self.details is not None and self.details.isVisible() and stats:
             self.details.set_stats(stats, self.params)
@@ -188,6 +217,9 @@ class StatsFooter(QWidget):
             self.comparison_label.setText(comparison_text(comparison))
         self.comparison_label.setVisible(running or bool(comparison))
         self.compare_button.setEnabled(not running and bool(self.stats))
+        if comparison and comparison is not self.comparison:
+            self.comparison = comparison
+            self.set_stats(self.stats, self.state)  # the measured figure replaces the estimate
 
     def _set_figures(self, items: list[tuple[str, str]]) -> None:
         while len(self.figure_labels) < len(items):

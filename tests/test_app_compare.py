@@ -33,7 +33,8 @@ def test_a_comparison_that_ends_in_another_conversation_is_kept(qtbot, make_wind
 
 
 def test_the_details_show_the_numbers_that_make_the_estimate(qtbot, make_window, smollm2_path):
-    window = make_window(smol_settings(smollm2_path, max_tokens=48))
+    # Drafting forced: with nothing drafted the footer says so in words instead of an estimate.
+    window = make_window(smol_settings(smollm2_path, max_tokens=48, drafter_mode="draft", draft_length=4))
     answer = ask(qtbot, window, "Write a short poem about the sea.")
     stats = window.store.message(answer.id).stats
     assert stats.plain_estimate_s > 0  # the engine priced every round

@@ -1,36 +1,24 @@
-"""Entry points to the model downloader and the model library view (their own modules, imported lazily)."""
+"""Opening the model downloader and the model library view, each in its own window.
+
+Both are imported when first opened: the hub client behind them costs half a second at start."""
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 
-from PySide6.QtWidgets import QPushButton
-
-MISSING_TIP = "The model downloader is not part of this build yet"
-
-
-def downloader_available() -> bool:
-    try:
-        return importlib.util.find_spec("app.downloader") is not None
-    except (ImportError, ValueError):
-        return False
+from PySide6.QtWidgets import QDialog, QLabel, QPushButton, QVBoxLayout
 
 
 def download_button(text: str, tip: str) -> QPushButton:
-    """A button for the downloader: disabled, saying why, when the downloader is missing."""
     button = QPushButton(text)
-    available = downloader_available()
-    button.setEnabled(available)
-    button.setToolTip(tip if available else MISSING_TIP)
+    button.setToolTip(tip)
     return button
 
 
 def open_downloader(parent, library, target=None):
-    """Show the downloader dialog (non-modal) and return it; None when it is missing."""
-    try:
-        from app.downloader import DownloaderDialog
-    except ImportError:
-        return None
+    """Show the downloader dialog (non-modal) and return it."""
+    from app.downloader import DownloaderDialog
+
     dialog = DownloaderDialog(parent, library=library, target=target)
     dialog.show()
     return dialog
@@ -39,22 +27,18 @@ def open_downloader(parent, library, target=None):
 def close_downloaders(parent) -> None:
     """Close the parent's downloader dialogs (the app is closing): a running download pauses, its
     partial file kept to resume at the next start, and nothing is left running on their threads."""
-    try:
-        from app.downloader import DownloaderDialog
-    except ImportError:
-        return
+    if "app.downloader" not in sys.modules:
+        return  # never opened
+    from app.downloader import DownloaderDialog
+
     for dialog in parent.findChildren(DownloaderDialog):
         dialog.stop_tasks()
         dialog.close()
 
 
-def open_library(parent, library, target=None, on_chosen=None):
+def open_library(parent, library, target=None, on_chosen=None) -> QDialog:
     """The model library (every local GGUF) in a window; double-clicking a model calls on_chosen(entry)."""
-    try:
-        from app.library_view import LibraryView
-    except ImportError:
-        return None
-    from PySide6.QtWidgets import QDialog, QLabel, QVBoxLayout
+    from app.library_view import LibraryView
 
     dialog = QDialog(parent)
     dialog.setWindowTitle("Model library")

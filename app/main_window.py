@@ -32,7 +32,7 @@ from app.answer_controller import AnswerController
 from app.answers import STORE_WRITE_ERRORS, write_problem
 from app.chat_view import ChatView
 from app.composer import Composer
-from app.downloads import MISSING_TIP, close_downloaders, downloader_available, open_downloader, open_library
+from app.downloads import close_downloaders, open_downloader, open_library
 from app.export import to_json, to_markdown
 from app.hub_tasks import BackgroundTasks
 from app.load_guard import LoadGuard
@@ -133,6 +133,7 @@ class MainWindow(QMainWindow):
         self.sidebar.delete_requested.connect(self.delete_conversation)
         self.sidebar.undo_requested.connect(self.undo_delete)
         self.sidebar.export_requested.connect(self.export_conversation)
+        self.sidebar.pin_requested.connect(self.pin_conversation)
         self.sidebar.search_changed.connect(lambda _text: self.refresh_sidebar())
 
         page = QWidget()
@@ -225,10 +226,6 @@ class MainWindow(QMainWindow):
         action(file, "Model &library…", self.open_library, "Ctrl+Shift+L", "Every GGUF model on this computer")
         action(file, "&Add GGUF model…", self._add_model_dialog)
         self.download_action = action(file, "&Download models…", self.open_downloader)
-        if not downloader_available():
-            self.download_action.setEnabled(False)
-            self.download_action.setToolTip(MISSING_TIP)
-            self.download_action.setStatusTip(MISSING_TIP)
         action(
             file, "Local &server…", self.open_server_panel, tip="Serve the loaded model to programs on this computer"
         )
@@ -436,8 +433,7 @@ class MainWindow(QMainWindow):
             self.add_model_file(path)
 
     def open_library(self) -> None:
-        if open_library(self, self.library, self._target_entry(), self.use_model) is None:
-            self.status.showMessage("The model library view is not part of this build.", 5000)
+        open_library(self, self.library, self._target_entry(), self.use_model)
 
     def _target_entry(self):
         path = self.settings.target.path
@@ -445,9 +441,6 @@ class MainWindow(QMainWindow):
 
     def open_downloader(self) -> None:
         dialog = open_downloader(self, self.library, self._target_entry())
-        if dialog is None:
-            self.status.showMessage(MISSING_TIP, 5000)
-            return
         dialog.model_downloaded.connect(self._on_model_downloaded)
 
     def _on_model_downloaded(self, path) -> None:
@@ -552,6 +545,14 @@ class MainWindow(QMainWindow):
         self.sidebar.list.setCurrentRow(-1)
         self._update_title()
         self.composer.input.setFocus()
+
+    def pin_conversation(self, conversation_id: int, pinned: bool) -> None:
+        try:
+            self.store.set_pinned(conversation_id, pinned)
+        except STORE_WRITE_ERRORS as e:
+            self.chat_view.show_notice(write_problem(e, "the pin"))
+            return
+        self.refresh_sidebar()
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         self.store.rename_conversation(conversation_id, title)

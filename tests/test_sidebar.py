@@ -1,5 +1,6 @@
 """The conversation list without a model: date groups, pinning, search snippets, and a click on
 the open chat that does not start a rename."""
+# ruff: noqa: F811  (pytest fixtures imported from tests.app_helpers)
 
 import sqlite3
 import time
@@ -9,6 +10,7 @@ from PySide6.QtWidgets import QAbstractItemView, QApplication
 
 from app.sidebar import Sidebar, group
 from app.store import MIGRATIONS, Conversation, Store, snippet
+from tests.app_helpers import make_window  # noqa: F401 (a fixture)
 
 DAY = 86_400
 
@@ -114,3 +116,17 @@ def test_search_results_show_the_match_and_are_not_renamed_in_place(qtbot):
     item = sidebar.list.item(1)
     assert item.text() == "Dinner\n…a good tomato soup for six…" and sidebar.titles() == ["Dinner"]
     assert not item.flags() & Qt.ItemFlag.ItemIsEditable
+
+
+def test_pinning_from_the_window_moves_the_chat_to_the_top_and_is_remembered(qtbot, make_window, isolated_home):
+    store = Store()
+    old = store.create_conversation("Old plan")
+    store.create_conversation("Newer chat")
+    store.close()
+    window = make_window(wait=False)
+    assert window.sidebar.titles() == ["Newer chat", "Old plan"]
+    window.sidebar.pin_requested.emit(old.id, True)  # what the context menu's "Pin to top" sends
+    assert window.sidebar.titles() == ["Old plan", "Newer chat"] and window.sidebar.headings()[0] == "Pinned"
+    window.close()
+    again = make_window(wait=False)
+    assert again.sidebar.titles() == ["Old plan", "Newer chat"]

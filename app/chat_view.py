@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from app import theme
 from app.acceptance_chart import DRAFTER_LABELS
+from app.elided_label import ElidedLabel
 from app.rich_text import MessageBody
 from app.stats_footer import StatsFooter
 from app.store import Message, Token
@@ -73,9 +74,13 @@ class MessageWidget(QFrame):
 
         header = QHBoxLayout()
         header.setSpacing(6)
-        self.role_label = QLabel()
+        # Names give way in narrow windows (elided), so Copy, Edit and Regenerate stay in view.
+        self.role_label = ElidedLabel()
+        bold = self.role_label.font()
+        bold.setBold(True)
+        self.role_label.setFont(bold)
         header.addWidget(self.role_label)
-        self.meta_label = QLabel()
+        self.meta_label = ElidedLabel()
         header.addWidget(self.meta_label)
         header.addStretch(1)
         self.copy_button = self._tool("Copy", "Copy this message's text (Markdown) to the clipboard", self.copy)
@@ -190,7 +195,8 @@ class MessageWidget(QFrame):
 
     def set_assistant_name(self, name: str) -> None:
         if not self.is_user:
-            self.role_label.setText(f"<b>{html.escape(name)}</b>")
+            self.role_label.setText(name)
+            self.role_label.setToolTip(name)
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.body.plain_text())
@@ -200,11 +206,12 @@ class MessageWidget(QFrame):
     def _refresh(self) -> None:
         m = self.message
         if self.is_user:
-            self.role_label.setText("<b>You</b>")
+            self.role_label.setText("You")
         else:
             self.set_assistant_name(m.params.get("target") or "Assistant")
             draft = m.params.get("draft")
-            self.meta_label.setText(f"with {html.escape(draft)}" if draft else "")
+            self.meta_label.setText(f"with {draft}" if draft else "")
+            self.meta_label.setToolTip(self.meta_label.text())
         if m.error:
             # The engine's advice names no front end's controls; here the context is a setting.
             where = "\nThe context size is in Settings (Ctrl+,) → Models." if m.finish_reason == "context" else ""

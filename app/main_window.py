@@ -33,6 +33,7 @@ from app.answers import STORE_WRITE_ERRORS, write_problem
 from app.chat_view import ChatView
 from app.composer import Composer
 from app.downloads import close_downloaders, open_downloader, open_library
+from app.elided_label import ElidedLabel
 from app.export import to_json, to_markdown
 from app.hub_tasks import BackgroundTasks
 from app.load_guard import LoadGuard
@@ -142,8 +143,7 @@ class MainWindow(QMainWindow):
         column.setSpacing(0)
         header = QHBoxLayout()
         header.setContentsMargins(12, 6, 8, 6)
-        self.title_label = QLabel()
-        self.title_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.title_label = ElidedLabel()  # a long title gives way: the buttons beside it stay
         font = self.title_label.font()
         font.setBold(True)
         self.title_label.setFont(font)
@@ -195,8 +195,11 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setChildrenCollapsible(False)
         em = self.fontMetrics().horizontalAdvance("M")
-        self.sidebar.setMinimumWidth(em * 12)
+        self.sidebar.setMinimumWidth(em * 10)
         self.splitter.setSizes([em * 18, em * 60])
+        # The sidebar grows with the window (longer titles on wide screens) until the user drags it.
+        self._sidebar_dragged = False
+        self.splitter.splitterMoved.connect(lambda *_: setattr(self, "_sidebar_dragged", True))
         self.setCentralWidget(self.splitter)
         self.status = StatusBar()
         self.status.addPermanentWidget(ServerStatusLabel(self.server))
@@ -599,9 +602,17 @@ class MainWindow(QMainWindow):
             return
         self.status.showMessage(f"Exported to {path}", 5000)
 
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if not self._sidebar_dragged:
+            em = self.fontMetrics().horizontalAdvance("M")
+            side = max(em * 10, min(em * 26, self.width() // 5))
+            self.splitter.setSizes([side, max(1, self.splitter.width() - side)])
+
     def _update_title(self) -> None:
         title = self.conversation.title if self.conversation else "New chat"
         self.title_label.setText(title)
+        self.title_label.setToolTip(title)
         self.setWindowTitle(f"{title} — Specula")
 
     # -- asking -------------------------------------------------------------------------------

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import sys
 
-from PySide6.QtCore import QSize, Qt, QTimer
-from PySide6.QtGui import QPainter
-from PySide6.QtWidgets import QLabel, QProgressBar, QSizePolicy, QStatusBar, QWidget
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
+
+from app.elided_label import ElidedLabel
 
 MEMORY_REFRESH_MS = 2000
 MODELS_TIP = "Target model (answers) and draft model (proposes tokens for the target to verify)"
@@ -50,30 +51,6 @@ def where_tip(info) -> str:
         return f"Running on the CPU: {info.gpu_note}." if info.gpu_note else "Running on the CPU."
     memory = f"{gigabytes(info.vram_free)} of {gigabytes(info.vram_total)} GPU memory free with the models loaded"
     return f"{info.backend}: {info.device}; {memory}." + (f"\n{info.gpu_note}." if info.gpu_note else "")
-
-
-class ElidedLabel(QLabel):
-    """A one-line label that gives up width when space is short, ending its text with "…"."""
-
-    def __init__(self, text: str = "", parent: QWidget | None = None):
-        super().__init__(text, parent)
-        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)  # down to "M…"
-
-    def minimumSizeHint(self) -> QSize:
-        return QSize(self.fontMetrics().horizontalAdvance("M…"), super().minimumSizeHint().height())
-
-    def sizeHint(self) -> QSize:
-        return QSize(self.fontMetrics().horizontalAdvance(self.text()) + 8, super().sizeHint().height())
-
-    def is_elided(self) -> bool:
-        return self.fontMetrics().horizontalAdvance(self.text()) > self.contentsRect().width()
-
-    def paintEvent(self, _event) -> None:
-        painter = QPainter(self)
-        rect = self.contentsRect()
-        text = self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, rect.width())
-        painter.setPen(self.palette().color(self.foregroundRole()))
-        painter.drawText(rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), text)
 
 
 class StatusBar(QStatusBar):

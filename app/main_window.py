@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import html
 import logging
+import platform
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _metadata_version
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Slot
+from PySide6.QtCore import QByteArray, Qt, QTimer, Slot, qVersion
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -47,6 +50,7 @@ from app.store import Conversation, Message, Store, title_from
 from app.welcome import WelcomePanel
 from app.worker import EngineHost
 from engine import FinishReason
+from engine.paths import data_dir
 
 log = logging.getLogger(__name__)
 
@@ -725,11 +729,19 @@ class MainWindow(QMainWindow):
     # -- window -------------------------------------------------------------------------------
 
     def about(self) -> None:
-        QMessageBox.about(
-            self,
-            "About Specula",
-            "<h3>Specula</h3><p>Private, offline chat with local language models, made fast by "
-            f"speculative decoding.</p><p>{self._where_chats_are()}</p>",
+        QMessageBox.about(self, "About Specula", self.about_text())
+
+    def about_text(self) -> str:
+        """Help → About: the version, where the data lives, and the parts it is built on."""
+        folder = html.escape(str(data_dir()))
+        return (
+            f"<h3>Specula {package_version('specula')}</h3><p>Private, offline chat with local language models, "
+            "made fast by speculative decoding.</p>"
+            f"<p>Data folder: <code>{folder}</code><br>(models, settings and chats; "
+            "set SPECULA_HOME to use another)</p>"
+            f"<p>{self._where_chats_are()}</p>"
+            f"<p>llama-cpp-python {package_version('llama_cpp_python')} · Qt {qVersion()} · "
+            f"Python {platform.python_version()}</p>"
         )
 
     def _where_chats_are(self) -> str:
@@ -778,3 +790,11 @@ def _shortcut_action(parent, shortcut: str, slot) -> QAction:
     act.setShortcut(QKeySequence(shortcut))
     act.triggered.connect(slot)
     return act
+
+
+def package_version(name: str) -> str:
+    """An installed package's version, from its metadata (a bundle that lacks it says so)."""
+    try:
+        return _metadata_version(name)
+    except PackageNotFoundError:
+        return "(version unknown)"

@@ -16,8 +16,9 @@ from importlib.metadata import version as _metadata_version
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Slot, qVersion
-from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
+    QApplication,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -33,6 +34,7 @@ from PySide6.QtWidgets import (
 from app import theme
 from app.answer_controller import AnswerController
 from app.answers import STORE_WRITE_ERRORS, write_problem
+from app.appearance import Appearance, stepped
 from app.chat_view import ChatView
 from app.composer import Composer
 from app.downloads import close_downloaders, open_downloader, open_library
@@ -209,6 +211,8 @@ class MainWindow(QMainWindow):
         self.status.addPermanentWidget(ServerStatusLabel(self.server))
         self.setStatusBar(self.status)
         self.colours_button.setChecked(self.settings.show_token_colours)
+        self.appearance = Appearance(QApplication.instance())
+        self.appearance.apply(self.settings.theme, self.settings.text_scale)
         self._update_legend()
         self._update_title()
 
@@ -257,6 +261,20 @@ class MainWindow(QMainWindow):
         self.colours_action.toggled.connect(self.colours_button.setChecked)
         self.colours_button.toggled.connect(self.colours_action.setChecked)
         view.addAction(self.colours_action)
+        view.addSeparator()
+        themes = view.addMenu("T&heme")
+        self.theme_actions: dict[str, QAction] = {}
+        group = QActionGroup(self)
+        for name, label in (("system", "&System"), ("light", "&Light"), ("dark", "&Dark")):
+            act = themes.addAction(label, lambda name=name: self.set_appearance(theme_name=name))
+            act.setCheckable(True)
+            act.setChecked(name == self.settings.theme)
+            group.addAction(act)
+            self.theme_actions[name] = act
+        self.larger_text_action = action(view, "&Larger text", lambda: self.step_text(1), "Ctrl+=")
+        self.addAction(_shortcut_action(self, "Ctrl++", lambda: self.step_text(1)))
+        action(view, "&Smaller text", lambda: self.step_text(-1), "Ctrl+-")
+        self.actual_size_action = action(view, "&Actual text size", lambda: self.step_text(0), "Ctrl+0")
 
         settings = bar.addMenu("&Settings")
         action(settings, "&Preferences…", self.open_settings, QKeySequence.StandardKey.Preferences)
@@ -482,6 +500,24 @@ class MainWindow(QMainWindow):
             self.host.set_chat_template(new.chat_template())
         self.server.refresh_model()  # the server's defaults follow the settings
         self.chat_view.set_show_reasoning(new.show_reasoning)
+
+    def step_text(self, steps: int) -> None:
+        """Larger (1), smaller (-1) or the system's size (0), remembered."""
+        self.set_appearance(text_scale=stepped(self.settings.text_scale, steps))
+
+    def set_appearance(self, theme_name: str | None = None, text_scale: float | None = None) -> None:
+        theme_name = theme_name or self.settings.theme
+        text_scale = self.settings.text_scale if text_scale is None else text_scale
+        if (theme_name, text_scale) == (self.settings.theme, self.settings.text_scale):
+            return
+        self.settings.theme, self.settings.text_scale = theme_name, text_scale
+        self.theme_actions[theme_name].setChecked(True)
+        self.appearance.apply(theme_name, text_scale)
+        self.save_settings()
+        if self.conversation:  # message widgets size their fonts when built: build them again
+            self.answers.flush()
+            self.messages = self.store.messages(self.conversation.id)
+            self.chat_view.set_messages(self.messages, *self.answers.streaming_in(self.conversation.id))
 
     def save_settings(self) -> None:
         try:

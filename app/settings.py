@@ -42,7 +42,9 @@ RANGES: dict[str, tuple[float, float]] = {
     "min_p": (0.0, 1.0),
     "max_tokens": (1, 131_072),
     "seed": (-1, 2**31 - 1),
+    "text_scale": (0.7, 2.0),
 }
+THEMES = ("system", "light", "dark")
 
 
 @dataclass
@@ -70,6 +72,8 @@ class Settings:
     allow_amx: bool = False  # llama.cpp's AMX kernels crash on batched decoding (engine/llama/cpu_weights.py)
     show_token_colours: bool = False
     show_reasoning: bool = True  # a reasoning model's "Thinking" section above its answers
+    theme: str = "system"  # THEMES: the system's colours, or Specula's light or dark ones
+    text_scale: float = 1.0  # the app's font size relative to the system's (View → Larger/Smaller text)
     # Per model file: a chat format preset name (llama.cpp's) or a Jinja template, instead of the model's own.
     chat_templates: dict[str, str] = field(default_factory=dict)
     base_model_notices: list[str] = field(default_factory=list)  # files whose "base model" notice was shown
@@ -224,4 +228,7 @@ def _from_dict(cls, data: dict, problems: list[str], prefix: str = ""):
             f"drafter_mode: {values['drafter_mode']!r} is not a drafter mode; using {default.drafter_mode!r}"
         )
         values["drafter_mode"] = default.drafter_mode
+    if cls is Settings and values.get("theme", default.theme) not in THEMES:
+        problems.append(f"theme: {values['theme']!r} is not one of {', '.join(THEMES)}; using {default.theme!r}")
+        values["theme"] = default.theme
     return cls(**values)

@@ -124,8 +124,11 @@ def warning_colour(pal: QPalette | None = None) -> QColor:
 
 
 def monospace() -> QFont:
+    """The system's fixed-width font, at the app's text size (View → Larger text scales it too)."""
     font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
     font.setStyleHint(QFont.StyleHint.Monospace)
+    if QGuiApplication.font().pointSizeF() > 0:
+        font.setPointSizeF(QGuiApplication.font().pointSizeF())
     return font
 
 

@@ -23,7 +23,7 @@ from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from engine import DoneEvent, RoundEvent, TokenEvent
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
-from engine.errors import EngineError, IncompatibleDraftError, OperationCancelled
+from engine.errors import ContextFullError, EngineError, IncompatibleDraftError, OperationCancelled
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,28 @@ class AnswerRequest:
     ticket: object = None  # its place in the local server's queue, while the server runs
 
 
+@dataclass
+class CountRequest:
+    """Count the prompt tokens of a conversation (the message being typed last) for the context meter."""
+
+    id: int
+    messages: list[ChatMessage]
+    max_tokens: int  # the answer's token limit: with the context size, how much room it keeps
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    """The engine's answer to a CountRequest. n_ctx 0: no model is loaded (nothing was counted)."""
+
+    id: int
+    n_tokens: int = 0
+    n_ctx: int = 0
+    room: int = 0  # kept free for the answer
+    n_dropped: int = 0  # the oldest messages sending would drop to fit
+    too_long: str = ""  # the last message does not fit even alone: why
+    error: str = ""
+
+
 def describe(error: BaseException) -> str:
     """A readable message for any exception, with the engine's hint when it has one."""
     if isinstance(error, EngineError):
@@ -88,12 +110,15 @@ class EngineWorker(QObject):
     cancelled = Signal(str)  # operation ("load", "starter"): stopped on request, nothing left half-done
     starter_progress = Signal(int, int)  # bytes done, total
     starter_finished = Signal(str, str)  # target path, draft path
+    tokens_counted = Signal(object)  # TokenCount, for the newest CountRequest only
 
     def __init__(self):
         super().__init__()
         self.engine = None
         # Set by EngineHost.shutdown (any thread): requests still queued are skipped.
         self.closing = threading.Event()
+        # The newest CountRequest's id, set from the GUI thread: older ones still queued are skipped.
+        self.count_wanted = 0
 
     @Slot(object, object, object)
     def load(self, target: ModelSpec | None, draft: ModelSpec | None, cancel: threading.Event) -> None:
@@ -160,6 +185,30 @@ class EngineWorker(QObject):
         self.answer_finished.emit(request.id, done)
 
     @Slot(object)
+    def count_tokens(self, request: CountRequest) -> None:
+        """Exact prompt tokens (the model's tokenizer and chat template), and what sending would drop to fit."""
+        if self.closing.is_set() or request.id != self.count_wanted:
+            return
+        if self.engine is None:
+            self.tokens_counted.emit(TokenCount(request.id))
+            return
+        engine = self.engine
+        try:
+            n_tokens = len(engine.prompt_tokens(request.messages))
+            n_ctx, room = engine.target.n_ctx, engine.answer_room(request.max_tokens)
+            dropped, too_long = 0, ""
+            if n_tokens + room > n_ctx:
+                try:
+                    dropped = engine.fit_conversation(request.messages, request.max_tokens)[1]
+                except ContextFullError as e:
+                    too_long = e.user_message()
+        except Exception as e:  # noqa: BLE001 - a failed count must not end the thread
+            log.exception("counting tokens failed")
+            self.tokens_counted.emit(TokenCount(request.id, error=describe(e)))
+            return
+        self.tokens_counted.emit(TokenCount(request.id, n_tokens, n_ctx, room, dropped, too_long))
+
+    @Slot(object)
     def run_job(self, job) -> None:
         """Run job() here, on the engine thread: the local server's requests, in their turn (the
         FairQueue that dispatched it decides what runs; a job reads self.engine itself)."""
@@ -204,11 +253,13 @@ class EngineHost(QObject):
     answer_requested = Signal(object)
     starter_requested = Signal(object)
     job_requested = Signal(object)  # a callable for the engine thread (EngineHost.dispatch)
+    count_requested = Signal(object)  # CountRequest
     shutdown_requested = Signal()
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._ids = itertools.count(1)
+        self._count_ids = itertools.count(1)
         self._pending: dict[int, AnswerRequest] = {}
         # The cancel flags of the newest load and starter assembly (set: stop it).
         self.load_cancel = threading.Event()
@@ -227,6 +278,7 @@ class EngineHost(QObject):
         self.answer_requested.connect(self.worker.answer, queued)
         self.starter_requested.connect(self.worker.assemble_starter, queued)
         self.job_requested.connect(self.worker.run_job, queued)
+        self.count_requested.connect(self.worker.count_tokens, queued)
         self.shutdown_requested.connect(self.worker.shutdown, queued)
         self.worker.answer_finished.connect(self._forget)
         self.worker.answer_failed.connect(self._forget)
@@ -261,6 +313,15 @@ class EngineHost(QObject):
         else:
             self.answer_requested.emit(request)
         return request
+
+    def count_tokens(self, messages: list[ChatMessage], max_tokens: int) -> int:
+        """Ask for the conversation's prompt tokens; the answer comes as worker.tokens_counted with this id.
+        Only the newest request is answered: one asked while the engine is busy waits for it, and replaces
+        those still waiting."""
+        request = CountRequest(next(self._count_ids), list(messages), max_tokens)
+        self.worker.count_wanted = request.id
+        self.count_requested.emit(request)
+        return request.id
 
     def dispatch(self, job) -> None:
         """Run job() on the engine thread, after what was asked before (a FairQueue's dispatch)."""

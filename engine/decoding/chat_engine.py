@@ -207,13 +207,17 @@ class Engine:
         """The conversation as prompt tokens: the template's markers as control tokens, content as text."""
         return self.prompt_tokenizer.tokens(self.formatter.segments(messages))
 
+    def answer_room(self, max_tokens: int) -> int:
+        """The tokens kept free for the answer when fitting a conversation (fit_conversation)."""
+        return min(max_tokens, max(MIN_ANSWER_ROOM, self.target.n_ctx // 4))
+
     def fit_conversation(self, messages: Sequence[ChatMessage], max_tokens: int) -> tuple[list[int], int]:
         """Tokenize the conversation, dropping the oldest turns (never the system prompt) to fit.
 
         Returns the prompt tokens and how many messages were dropped.
         """
         n_ctx = self.target.n_ctx
-        room = min(max_tokens, max(MIN_ANSWER_ROOM, n_ctx // 4))
+        room = self.answer_room(max_tokens)
         system = [m for m in messages[:1] if m.role == "system"]
         rest = list(messages[len(system) :])
         dropped = 0

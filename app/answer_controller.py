@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.answers import STORE_WRITE_ERRORS, AnswerRecorder, answer_params, sampling_from_params, write_problem
+from app.attachments import prompt_text
 from app.model_controller import ModelController
 from app.settings import Settings
 from app.stats_footer import compare_texts
@@ -226,7 +227,7 @@ class AnswerController(QObject):
 
 def chat_messages(messages: list[Message], system_prompt: str) -> list[ChatMessage]:
     chat = [ChatMessage("system", system_prompt)] if system_prompt else []
-    return chat + [ChatMessage(m.role, m.content, m.reasoning) for m in messages]
+    return chat + [ChatMessage(m.role, prompt_text(m.content, m.attachments), m.reasoning) for m in messages]
 
 
 def build_comparison(answer: Message, plain: DoneEvent) -> dict:

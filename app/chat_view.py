@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from app import theme
 from app.acceptance_chart import DRAFTER_LABELS
+from app.attachment_chips import AttachmentChips
 from app.elided_label import ElidedLabel
 from app.rich_text import MessageBody
 from app.stats_footer import StatsFooter
@@ -104,6 +105,9 @@ class MessageWidget(QFrame):
         elif message.reasoning:
             self._finish_thinking(message, collapse=True)
         self._show_thinking()
+
+        self.attachment_chips = AttachmentChips(message.attachments)  # hidden when none
+        layout.addWidget(self.attachment_chips)
 
         self.body = MessageBody(self)
         self.body.token_tooltip = self.token_tooltip

@@ -16,7 +16,10 @@ def to_markdown(conversation: Conversation, messages: Sequence[Message]) -> str:
     out = [f"# {conversation.title}", "", f"*Exported from Specula on {time.strftime('%Y-%m-%d %H:%M')}*", ""]
     for m in messages:
         if m.role == "user":
-            out += ["## You", "", m.content, ""]
+            out += ["## You", ""]
+            for a in m.attachments:  # folded, like thinking: the files can be long
+                out += [f"<details><summary>Attached: {a.name}</summary>", "", a.quoted(), "", "</details>", ""]
+            out += [m.content, ""]
             continue
         name = m.params.get("target") or "Assistant"
         draft = m.params.get("draft")
@@ -53,6 +56,7 @@ def to_json(conversation: Conversation, messages: Sequence[Message]) -> str:
                 "role": m.role,
                 "content": m.content,
                 "reasoning": m.reasoning,
+                "attachments": [a.to_dict() for a in m.attachments],
                 "created": m.created,
                 "complete": m.complete,
                 "finish_reason": m.finish_reason,

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.attachments import Attachment
 from engine import AnswerStats
 from engine.paths import data_dir
 
@@ -63,6 +64,8 @@ MIGRATIONS: list[list[str]] = [
     ["ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''"],
     # Conversations pinned to the top of the list.
     ["ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0"],
+    # Files attached to a user message (app.attachments.Attachment.to_dict() each), JSON.
+    ["ALTER TABLE messages ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -103,6 +106,7 @@ class Message:
     created: float = 0.0
     tokens: list[Token] = field(default_factory=list)
     reasoning: str = ""  # the model's thinking before its answer (not part of content)
+    attachments: list[Attachment] = field(default_factory=list)  # files quoted before content
 
 
 class Store:
@@ -252,17 +256,41 @@ class Store:
         return message
 
     def add_message(
-        self, conversation_id: int, role: str, content: str = "", *, complete: bool = True, params: dict | None = None
+        self,
+        conversation_id: int,
+        role: str,
+        content: str = "",
+        *,
+        complete: bool = True,
+        params: dict | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> Message:
         now = time.time()
         with self._tx():
             cur = self.db.execute(
-                "INSERT INTO messages (conversation_id, role, content, complete, params, created)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (conversation_id, role, content, int(complete), _json(params or {}), now),
+                "INSERT INTO messages (conversation_id, role, content, complete, params, attachments, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    role,
+                    content,
+                    int(complete),
+                    _json(params or {}),
+                    _json([a.to_dict() for a in attachments]),
+                    now,
+                ),
             )
             self._touch(conversation_id)
-        return Message(cur.lastrowid, conversation_id, role, content, complete, params=params or {}, created=now)
+        return Message(
+            cur.lastrowid,
+            conversation_id,
+            role,
+            content,
+            complete,
+            params=params or {},
+            created=now,
+            attachments=list(attachments),
+        )
 
     def append_tokens(
         self,
@@ -305,6 +333,13 @@ class Store:
         with self._tx():
             self.db.execute("UPDATE messages SET content = ? WHERE id = ?", (content, message_id))
             self._touch_message(message_id)
+
+    def set_attachments(self, message_id: int, attachments: Sequence[Attachment]) -> None:
+        with self._tx():
+            self.db.execute(
+                "UPDATE messages SET attachments = ? WHERE id = ?",
+                (_json([a.to_dict() for a in attachments]), message_id),
+            )
 
     def set_comparison(self, message_id: int, comparison: dict) -> None:
         with self._tx():
@@ -358,6 +393,7 @@ def _message(row: sqlite3.Row) -> Message:
         comparison=_load(row["comparison"]),
         created=row["created"],
         reasoning=row["reasoning"],
+        attachments=[Attachment.from_dict(a) for a in _load(row["attachments"]) or [] if isinstance(a, dict)],
     )
 
 

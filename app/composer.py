@@ -1,9 +1,14 @@
-"""The input box: Enter sends, Shift+Enter starts a new line, Up in an empty box edits the last message."""
+"""The input box: Enter sends, Shift+Enter starts a new line, Up in an empty box edits the last message.
+
+Files are attached with the Attach button or by dropping (or pasting) them on the composer; they show
+as removable chips until the message is sent. The context meter sits under the box.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtWidgets import (
+    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -14,14 +19,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import attachments as files
 from app import theme
+from app.attachment_chips import AttachmentChips
+from app.attachments import Attachment, AttachmentError
+from app.context_meter import ContextMeter
 
 MAX_LINES = 8
+
+
+def local_files(mime: QMimeData) -> list[str]:
+    return [url.toLocalFile() for url in mime.urls() if url.isLocalFile()] if mime.hasUrls() else []
 
 
 class ChatInput(QPlainTextEdit):
     submitted = Signal()
     edit_last_requested = Signal()
+    files_dropped = Signal(list)  # local paths dropped or pasted on the box: attach them, not their names
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -46,6 +60,15 @@ class ChatInput(QPlainTextEdit):
             return
         super().keyPressEvent(event)
 
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        if paths := local_files(source):
+            self.files_dropped.emit(paths)
+        else:
+            super().insertFromMimeData(source)
+
     def _fit(self, *_args) -> None:
         """As tall as its text, from one line up to MAX_LINES (then it scrolls)."""
         lines, block = 0, self.document().begin()
@@ -65,9 +88,10 @@ class ChatInput(QPlainTextEdit):
 
 
 class Composer(QFrame):
-    """Input box, Send/Stop button, and the banner shown while editing the last message."""
+    """Input box, Send/Stop button, attachment chips, the context meter, and the banner shown while editing."""
 
     send_requested = Signal(str)
+    draft_changed = Signal()  # the text or the attachments changed (the context meter counts again)
     stop_requested = Signal()
     edit_last_requested = Signal()
     edit_cancelled = Signal()
@@ -90,10 +114,18 @@ class Composer(QFrame):
         banner.addWidget(cancel)
         self.banner.setVisible(False)
         layout.addWidget(self.banner)
+        self.attachments: list[Attachment] = []
+        self.chips = AttachmentChips(removable=True)
+        self.chips.remove_requested.connect(self.remove_attachment)
+        layout.addWidget(self.chips)
+        self.meter = ContextMeter()
+        layout.addWidget(self.meter.warning)
         row = QHBoxLayout()
         self.input = ChatInput(self)
         self.input.submitted.connect(self._submit)
         self.input.edit_last_requested.connect(self.edit_last_requested)
+        self.input.files_dropped.connect(self.attach_files)
+        self.input.textChanged.connect(self.draft_changed)
         row.addWidget(self.input, 1)
         self.button = QPushButton("Send")
         self.button.setToolTip("Send the message (Enter)")
@@ -102,6 +134,25 @@ class Composer(QFrame):
         self.button.clicked.connect(self._button_clicked)
         row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
         layout.addLayout(row)
+        under = QHBoxLayout()
+        under.setSpacing(8)
+        self.attach_button = QToolButton()
+        self.attach_button.setText("Attach…")
+        self.attach_button.setAutoRaise(True)
+        self.attach_button.setToolTip(
+            "Attach text, code or PDF files: they are quoted into the message (or drop files on the box)"
+        )
+        self.attach_button.clicked.connect(self.choose_files)
+        under.addWidget(self.attach_button)
+        self.refusal = QLabel()  # why a file was not attached; the text typed stays
+        self.refusal.setWordWrap(True)
+        self.refusal.setVisible(False)
+        theme.tint(self.refusal, theme.error_colour)
+        under.addWidget(self.refusal, 1)
+        under.addStretch(0)
+        under.addWidget(self.meter)
+        layout.addLayout(under)
+        self.setAcceptDrops(True)
         self.editing_id: int | None = None
         theme.tint(self.banner_label)
 
@@ -116,15 +167,59 @@ class Composer(QFrame):
 
     def clear(self) -> None:
         self.input.clear()
+        self.set_attachments([])
+
+    # -- attachments ----------------------------------------------------------------------------
+
+    def choose_files(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(
+            self, "Attach files", "", "Text, code and PDF files (*);;PDF files (*.pdf)"
+        )
+        self.attach_files(paths)
+
+    def attach_files(self, paths: list[str]) -> list[str]:
+        """Read and attach each file; those refused are named, with why, under the box. Returns the refusals."""
+        refused = []
+        added = list(self.attachments)
+        for path in paths:
+            try:
+                added.append(files.read(path))
+            except AttachmentError as e:
+                refused.append(str(e))
+        self.set_attachments(added)
+        self.refusal.setText("\n".join(refused))
+        self.refusal.setVisible(bool(refused))
+        return refused
+
+    def remove_attachment(self, index: int) -> None:
+        if 0 <= index < len(self.attachments):
+            self.set_attachments(self.attachments[:index] + self.attachments[index + 1 :])
+
+    def set_attachments(self, attachments: list[Attachment]) -> None:
+        self.attachments = list(attachments)
+        self.chips.set_attachments(self.attachments)
+        if not attachments:
+            self.refusal.setVisible(False)
+        self.draft_changed.emit()
+
+    def dragEnterEvent(self, event) -> None:
+        if local_files(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        if paths := local_files(event.mimeData()):
+            event.acceptProposedAction()
+            self.attach_files(paths)
 
     def set_busy(self, busy: bool) -> None:
         self.busy = busy
         self.button.setText("Stop" if busy else "Send")
         self.button.setToolTip("Stop the answer (Esc)" if busy else "Send the message (Enter)")
 
-    def start_edit(self, message_id: int, text: str) -> None:
+    def start_edit(self, message_id: int, text: str, attachments: list[Attachment] = ()) -> None:
         self.editing_id = message_id
         self.set_text(text)
+        self.set_attachments(list(attachments))
         self.banner.setVisible(True)
         self.input.setFocus()
 
@@ -143,7 +238,7 @@ class Composer(QFrame):
         if self.busy:
             return  # Enter while an answer streams does nothing; Esc or Stop stops it
         text = self.text()
-        if text.strip():
+        if text.strip() or self.attachments:
             self.send_requested.emit(text)
 
     def _button_clicked(self) -> None:

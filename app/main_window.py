@@ -37,6 +37,7 @@ from app.answers import STORE_WRITE_ERRORS, write_problem
 from app.appearance import Appearance, stepped
 from app.chat_view import ChatView
 from app.composer import Composer
+from app.context_meter import ContextCounter
 from app.downloads import close_downloaders, open_downloader, open_library
 from app.elided_label import ElidedLabel
 from app.export import to_json, to_markdown
@@ -183,6 +184,14 @@ class MainWindow(QMainWindow):
         self.composer.stop_requested.connect(self.answers.stop)
         self.composer.edit_last_requested.connect(self.edit_last)
         column.addWidget(self.composer)
+        self.context = ContextCounter(
+            self.host,
+            self.composer.meter,
+            lambda: (self.messages, self.settings.system_prompt, self.settings.max_tokens),
+            lambda: (self.composer.text(), self.composer.attachments, self.composer.editing_id),
+            self,
+        )
+        self.composer.draft_changed.connect(self.context.refresh)
 
         self.welcome = WelcomePanel(starter_available=_starter_available())
         self.welcome.starter_requested.connect(self.assemble_starter)
@@ -573,6 +582,7 @@ class MainWindow(QMainWindow):
         if job := self.answers.comparing:
             self._show_comparison(job.message_id, None, True)  # still comparing it
         self._update_title()
+        self.context.refresh()
         self.show_chat_if_ready()
         self.composer.input.setFocus()
 
@@ -587,6 +597,7 @@ class MainWindow(QMainWindow):
         self.chat_view.set_messages([])
         self.sidebar.list.setCurrentRow(-1)
         self._update_title()
+        self.context.refresh()
         self.composer.input.setFocus()
 
     def pin_conversation(self, conversation_id: int, pinned: bool) -> None:
@@ -660,7 +671,8 @@ class MainWindow(QMainWindow):
     def send_message(self, text: str) -> bool:
         """Send text as the user's next message (or as the edited last message) and start the answer."""
         text = text.strip()
-        if not text or self.busy:
+        attachments = list(self.composer.attachments)
+        if not (text or attachments) or self.busy:
             return False
         if not self.settings.target.path:
             self.chat_view.show_notice(
@@ -672,15 +684,16 @@ class MainWindow(QMainWindow):
         try:
             if editing is not None and self.conversation is not None:
                 self.store.update_content(editing, text)
+                self.store.set_attachments(editing, attachments)
                 self.store.delete_messages_after(editing)
                 self.composer.end_edit()
                 self.messages = self.store.messages(self.conversation.id)
                 self.chat_view.set_messages(self.messages)
             else:
                 if self.conversation is None:
-                    self.conversation = self.store.create_conversation(title_from(text))
+                    self.conversation = self.store.create_conversation(title_from(text or attachments[0].name))
                     self._update_title()
-                message = self.store.add_message(self.conversation.id, "user", text)
+                message = self.store.add_message(self.conversation.id, "user", text, attachments=attachments)
                 self.messages.append(message)
                 self.chat_view.add_message(message)
         except STORE_WRITE_ERRORS as e:  # the text stays in the input box
@@ -711,6 +724,7 @@ class MainWindow(QMainWindow):
     def _on_answer_ended(self, message: Message, shown: bool) -> None:
         if shown:
             self.chat_view.finish_message(message)  # draws the tokens still queued first
+        self.context.refresh()
         self.refresh_sidebar()
         if message.finish_reason == FinishReason.CANCELLED.value:
             self.status.showMessage("Stopped.", 3000)
@@ -741,7 +755,7 @@ class MainWindow(QMainWindow):
             return
         message = next((m for m in self.messages if m.id == message_id), None)
         if message is not None and message.role == "user":
-            self.composer.start_edit(message_id, message.content)
+            self.composer.start_edit(message_id, message.content, message.attachments)
 
     def edit_last(self) -> None:
         last_user = next((m for m in reversed(self.messages) if m.role == "user"), None)

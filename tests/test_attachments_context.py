@@ -1,0 +1,195 @@
+"""Attachments (read, refused, stored, quoted, shown, exported) and the context meter (exact counts from
+the engine thread, the overflow warning), on real widgets and a real SmolLM2 engine."""
+# ruff: noqa: F811  (pytest fixtures imported from tests.app_helpers)
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app import attachments as files
+from app.answer_controller import chat_messages
+from app.attachments import Attachment, AttachmentError, prompt_text
+from app.export import to_json, to_markdown
+from app.store import Store
+from engine.config import ChatMessage
+from tests.app_helpers import ANSWER_TIMEOUT_MS, ask, make_window, smol_settings  # noqa: F401 (a fixture)
+
+COUNT_TIMEOUT_MS = 30_000
+
+
+def make_pdf(path, text: str) -> None:
+    """A one-page PDF whose page draws text in Helvetica, written with pypdf."""
+    from pypdf import PdfWriter
+    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+
+    writer = PdfWriter()
+    page = writer.add_blank_page(width=612, height=792)
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
+    page[NameObject("/Resources")] = DictionaryObject(
+        {NameObject("/Font"): DictionaryObject({NameObject("/F1"): writer._add_object(font)})}
+    )
+    stream = DecodedStreamObject()
+    stream.set_data(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode())
+    page[NameObject("/Contents")] = writer._add_object(stream)
+    with open(path, "wb") as f:
+        writer.write(f)
+
+
+@pytest.fixture
+def sample_files(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Buy milk.\nCall Ada about the ```fenced``` plan.\n")
+    code = tmp_path / "fib.py"
+    code.write_text("def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n")
+    pdf = tmp_path / "report.pdf"
+    make_pdf(pdf, "Quarterly widgets rose by 42 percent")
+    binary = tmp_path / "photo.png"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(range(256)))
+    big = tmp_path / "huge.log"
+    big.write_text("x" * (files.MAX_FILE_BYTES + 1))
+    return dict(notes=notes, code=code, pdf=pdf, binary=binary, big=big)
+
+
+def test_text_code_and_pdf_files_are_read_and_quoted_with_their_names(sample_files):
+    notes, code, pdf = (files.read(sample_files[k]) for k in ("notes", "code", "pdf"))
+    assert pdf.kind == "pdf" and "Quarterly widgets rose by 42 percent" in pdf.text
+    assert code.quoted().startswith("File: fib.py\n```python\ndef fib(n):")
+    # The note contains a fence of its own: the quote's fence is longer, so the note cannot close it.
+    assert notes.quoted().startswith("File: notes.txt\n````\n") and notes.quoted().endswith("\n````")
+    text = prompt_text("Summarise these.", [notes, pdf])
+    assert text.index("File: notes.txt") < text.index("File: report.pdf") < text.index("Summarise these.")
+
+
+def test_binary_and_oversized_files_are_refused_with_a_reason(sample_files):
+    with pytest.raises(AttachmentError, match="photo.png is a binary file"):
+        files.read(sample_files["binary"])
+    with pytest.raises(AttachmentError, match=r"huge.log is 2.0 MB; files up to 2.0 MB"):
+        files.read(sample_files["big"])
+    not_pdf = sample_files["notes"].with_name("fake.pdf")
+    not_pdf.write_text("not a pdf at all")
+    with pytest.raises(AttachmentError, match="fake.pdf is not a readable PDF"):
+        files.read(not_pdf)
+
+
+def test_attachments_are_stored_survive_reopening_and_are_exported(tmp_path, sample_files):
+    path = tmp_path / "chats.sqlite3"
+    store = Store(path)
+    conv = store.create_conversation("files")
+    attached = [files.read(sample_files["code"]), files.read(sample_files["pdf"])]
+    store.add_message(conv.id, "user", "What does fib do?", attachments=attached)
+    store.add_message(conv.id, "assistant", "It recurses.")
+    store.close()
+    store = Store(path)
+    user, answer = store.messages(conv.id)
+    assert user.attachments == attached and answer.attachments == []
+    markdown, data = to_markdown(conv, [user, answer]), json.loads(to_json(conv, [user, answer]))
+    assert "<summary>Attached: fib.py</summary>" in markdown and "```python\ndef fib(n):" in markdown
+    assert [a["name"] for a in data["messages"][0]["attachments"]] == ["fib.py", "report.pdf"]
+    store.set_attachments(user.id, attached[:1])
+    assert store.message(user.id).attachments == attached[:1]
+    store.close()
+
+
+def _count(qtbot, window):
+    with qtbot.waitSignal(window.context.counted, timeout=COUNT_TIMEOUT_MS) as blocker:
+        window.context.count_now()
+    return blocker.args[0]
+
+
+def test_the_meter_counts_exactly_what_the_engine_would_read_draft_and_attachments_included(
+    qtbot, make_window, smollm2_path, small_engine, sample_files
+):
+    window = make_window(smol_settings(smollm2_path, system_prompt="Be brief."))
+    ask(qtbot, window, "Name a colour.")
+    code = files.read(sample_files["code"])
+    window.composer.set_text("And explain this:")
+    window.composer.attach_files([str(sample_files["code"])])
+    count = _count(qtbot, window)
+    expected = small_engine.prompt_tokens(
+        chat_messages(window.messages, "Be brief.") + [ChatMessage("user", prompt_text("And explain this:", [code]))]
+    )
+    assert count.n_tokens == len(expected) and count.n_ctx == 2048
+    assert window.composer.meter.label.text() == f"{len(expected):,} / 2,048 tokens"
+    assert not window.composer.meter.warning.isVisible()
+    # Typing counts again by itself (after the pause), with the new text.
+    with qtbot.waitSignal(window.context.counted, timeout=COUNT_TIMEOUT_MS) as blocker:
+        qtbot.keyClicks(window.composer.input, " Please.")
+    assert blocker.args[0].n_tokens > count.n_tokens
+
+
+def test_the_overflow_warning_names_the_messages_sending_would_leave_out(qtbot, make_window, smollm2_path):
+    window = make_window(smol_settings(smollm2_path, context_size=512, max_tokens=16))
+    ask(qtbot, window, "Tell me about otters.")
+    ask(qtbot, window, "And beavers?")
+    assert _count(qtbot, window).n_dropped == 0 and not window.composer.meter.warning.isVisible()
+    window.composer.set_text("Summarise: " + "the river runs past the old mill and on to the sea. " * 33)
+    count = _count(qtbot, window)
+    assert count.n_dropped >= 1 and count.n_tokens + count.room > 512
+    warning = window.composer.meter.warning
+    assert warning.isVisible() and "Over the context" in warning.text() and "“Tell me about otters.”" in warning.text()
+    # A message that cannot fit even alone says so before it is sent.
+    window.composer.set_text("word " * 600)
+    assert _count(qtbot, window).too_long
+    assert warning.text().startswith("Too long to send:")
+
+
+def test_attached_files_reach_the_engine_show_as_chips_and_come_back_after_a_restart(
+    qtbot, make_window, smollm2_path, sample_files
+):
+    settings = smol_settings(smollm2_path)
+    settings.save()
+    window = make_window(settings)
+    composer = window.composer
+    refused = composer.attach_files([str(sample_files[k]) for k in ("notes", "binary", "pdf", "big")])
+    assert (
+        len(refused) == 2 and composer.refusal.isVisible() and "photo.png is a binary file" in composer.refusal.text()
+    )
+    assert [c.attachment.name for c in composer.chips.chips] == ["notes.txt", "report.pdf"]
+    composer.chips.chips[0].remove_button.click()  # removed before sending
+    composer.attach_files([str(sample_files["code"])])
+    assert [c.attachment.name for c in composer.chips.chips] == ["report.pdf", "fib.py"]
+    with qtbot.waitSignal(window.host.answer_requested, timeout=ANSWER_TIMEOUT_MS) as sent:
+        ask(qtbot, window, "What do these say?", wait=False)
+    prompt = sent.args[0].messages[-1].content
+    assert "File: report.pdf" in prompt and "Quarterly widgets rose by 42 percent" in prompt
+    assert "File: fib.py\n```python\ndef fib(n):" in prompt and prompt.endswith("What do these say?")
+    qtbot.waitUntil(lambda: not window.busy, timeout=ANSWER_TIMEOUT_MS)
+    assert composer.attachments == [] and not composer.chips.isVisible() and not composer.refusal.isVisible()
+    user = window.messages[-2]
+    chips = window.chat_view.message_widget(user.id).attachment_chips
+    assert [c.attachment.name for c in chips.chips] == ["report.pdf", "fib.py"] and all(
+        c.remove_button is None for c in chips.chips
+    )
+    window.close()
+
+    again = make_window(None)
+    again.open_conversation(window.conversation.id)
+    restored = again.messages[-2]
+    assert [a.name for a in restored.attachments] == ["report.pdf", "fib.py"]
+    assert "Quarterly widgets" in restored.attachments[0].text
+    assert [c.attachment.name for c in again.chat_view.message_widget(restored.id).attachment_chips.chips] == [
+        "report.pdf",
+        "fib.py",
+    ]
+    # Editing the message brings its files back into the composer as removable chips.
+    again.edit_message(restored.id)
+    assert [a.name for a in again.composer.attachments] == ["report.pdf", "fib.py"]
+
+
+def test_the_meter_says_when_no_model_is_loaded(qtbot, make_window, isolated_home):
+    window = make_window(smol_settings(""), wait=False)
+    count = _count(qtbot, window)
+    assert count.n_ctx == 0 and window.composer.meter.label.text() == "No model loaded"
+
+
+def test_an_attachment_round_trips_through_its_dict():
+    a = Attachment("a.md", "# hi", "text", 4)
+    assert Attachment.from_dict(a.to_dict()) == a and a.label() == "a.md · 4 B"

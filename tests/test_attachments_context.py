@@ -193,3 +193,28 @@ def test_the_meter_says_when_no_model_is_loaded(qtbot, make_window, isolated_hom
 def test_an_attachment_round_trips_through_its_dict():
     a = Attachment("a.md", "# hi", "text", 4)
     assert Attachment.from_dict(a.to_dict()) == a and a.label() == "a.md · 4 B"
+
+
+def test_files_dropped_or_pasted_on_the_composer_are_attached_not_typed(qtbot, sample_files):
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    from app.composer import Composer
+
+    composer = Composer()
+    qtbot.addWidget(composer)
+    composer.show()
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(sample_files["code"]))])
+    assert composer.input.canInsertFromMimeData(mime)
+    composer.input.insertFromMimeData(mime)  # what a paste or a drop on the text box does
+    assert composer.text() == "" and [a.name for a in composer.attachments] == ["fib.py"]
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(sample_files["binary"])), QUrl.fromLocalFile(str(sample_files["pdf"]))])
+    drop = QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier(0))
+    composer.dropEvent(drop)  # a drop beside the box, on the composer
+    assert [a.name for a in composer.attachments] == ["fib.py", "report.pdf"]
+    assert "photo.png is a binary file" in composer.refusal.text()
+    with qtbot.waitSignal(composer.send_requested) as sent:  # files alone can be sent
+        qtbot.keyClick(composer.input, Qt.Key.Key_Return)
+    assert sent.args == [""]

@@ -36,7 +36,7 @@ def close_downloaders(parent) -> None:
         dialog.close()
 
 
-def open_library(parent, library, target=None, on_chosen=None) -> QDialog:
+def open_library(parent, library, target=None, on_chosen=None, loaded=None) -> QDialog:
     """The model library (every local GGUF) in a window; double-clicking a model calls on_chosen(entry)."""
     from app.library_view import LibraryView
 
@@ -44,7 +44,7 @@ def open_library(parent, library, target=None, on_chosen=None) -> QDialog:
     dialog.setWindowTitle("Model library")
     layout = QVBoxLayout(dialog)
     layout.addWidget(QLabel("Double-click a model to chat with it (its best compatible draft is chosen too)."))
-    view = LibraryView(library, dialog, target=target)
+    view = LibraryView(library, dialog, target=target, loaded=loaded)
     layout.addWidget(view)
     if on_chosen is not None:
         view.entry_activated.connect(lambda entry: (on_chosen(entry), dialog.accept()))

@@ -12,6 +12,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QMessageBox,
     QPushButton,
@@ -33,9 +34,17 @@ class LibraryView(QWidget):
     entry_activated = Signal(object)  # a ModelEntry, on double-click
     library_changed = Signal()
 
-    def __init__(self, library: ModelLibrary, parent: QWidget | None = None, target: ModelEntry | None = None):
+    def __init__(
+        self,
+        library: ModelLibrary,
+        parent: QWidget | None = None,
+        target: ModelEntry | None = None,
+        loaded: dict[str, str] | None = None,
+    ):
+        """loaded: path -> "target" or "draft" for the models in memory now (their "loaded" badge)."""
         super().__init__(parent)
         self.library, self.target = library, target
+        self.loaded = dict(loaded or {})
         self.tasks = BackgroundTasks(self, max_threads=1)  # one library task at a time
         self.entries: list[ModelEntry] = []
 
@@ -52,12 +61,15 @@ class LibraryView(QWidget):
         self.add_button = _button("Add file…", "Add a GGUF file from any folder (it stays where it is).", self.add)
         self.remove_button = _button("Remove", "Delete a downloaded model, or forget an added file.", self.remove)
         self.reveal_button = _button("Show in folder", "Open the folder that holds the file.", self.reveal)
+        self.rename_button = _button(
+            "Rename…", "Call the selected model something else (the file is not touched).", self.rename
+        )
         self.rescan_button = _button("Rescan", "Look for new or changed GGUF files.", self.rescan)
         self.download_button = _button(
             "Download…", "Find and download models from the Hugging Face hub.", self.download
         )
         buttons = QHBoxLayout()
-        for b in (self.add_button, self.remove_button, self.reveal_button, self.rescan_button):
+        for b in (self.add_button, self.remove_button, self.rename_button, self.reveal_button, self.rescan_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
         buttons.addWidget(self.download_button)
@@ -113,6 +125,15 @@ class LibraryView(QWidget):
         self._show(self.library.entries)
         self.library_changed.emit()
 
+    def rename(self) -> None:
+        entry = self.selected()
+        if entry is None:
+            return
+        name, ok = QInputDialog.getText(self, "Rename model", "Name (empty: the name from the file):", text=entry.title)
+        if ok:
+            self.library.rename(entry.path, name)
+            self._show(self.library.entries)
+
     def reveal(self) -> None:
         entry = self.selected()
         if entry is not None:
@@ -133,7 +154,7 @@ class LibraryView(QWidget):
             row = add_row(
                 self.table,
                 [
-                    e.name,
+                    e.title + _badge(self.loaded.get(str(e.path))),
                     e.size_label,
                     e.quantization,
                     human_size(e.file_size),
@@ -145,7 +166,7 @@ class LibraryView(QWidget):
                 numeric={1, 3, 4},
             )
             for column in range(len(COLUMNS)):
-                self.table.item(row, column).setToolTip(str(e.path) + _format_note(e))
+                self.table.item(row, column).setToolTip(f"{e.name}\n{e.path}" + _format_note(e))
         self.summary.setText(f"{len(self.entries)} models" if self.entries else "No models found yet.")
         problems = self.library.problems
         self.problems.setVisible(bool(problems))
@@ -180,10 +201,16 @@ class LibraryView(QWidget):
         idle = self.rescan_button.isEnabled()
         self.remove_button.setEnabled(idle and entry is not None and entry.source in ("app", "added"))
         self.reveal_button.setEnabled(entry is not None)
+        self.rename_button.setEnabled(entry is not None)
 
     def closeEvent(self, event) -> None:
         self.tasks.wait()
         super().closeEvent(event)
+
+
+def _badge(role: str | None) -> str:
+    """The "loaded" badge after a model's name: it is in memory now, as the target or the draft."""
+    return {"target": "  ● loaded", "draft": "  ● loaded (draft)"}.get(role or "", "")
 
 
 def _format_note(e: ModelEntry) -> str:

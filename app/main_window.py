@@ -39,11 +39,13 @@ from app.chat_view import ChatView
 from app.composer import Composer
 from app.context_meter import ContextCounter
 from app.downloads import close_downloaders, open_downloader, open_library
+from app.draft_offer import IDLE_ANSWERS, DraftIdleWatch
 from app.elided_label import ElidedLabel
 from app.export import to_json, to_markdown
 from app.hub_tasks import BackgroundTasks
 from app.load_guard import LoadGuard
 from app.model_controller import EngineState, ModelController
+from app.model_picker import ModelPicker
 from app.server_panel import LocalServerController, ServerPanel, ServerStatusLabel
 from app.settings import Settings
 from app.settings_dialog import SettingsDialog
@@ -76,7 +78,10 @@ class MainWindow(QMainWindow):
         self.auto_setup = auto_setup
         self.host = EngineHost(self)
         # A model that failed is not reloaded unasked: the guard's record sits beside the settings.
-        self.models = ModelController(self.host, LoadGuard.beside(settings_path), self)
+        self.models = ModelController(
+            self.host, LoadGuard.beside(settings_path), self, user_names=lambda path: self.library.user_name(path)
+        )
+        self.draft_watch = DraftIdleWatch(self.host.worker, self)
         self.answers = AnswerController(self.host, self.store, self.models, self)
         self.server = LocalServerController(self.host, self.models, lambda: self.settings, self)
         self.server_panel: ServerPanel | None = None
@@ -122,6 +127,11 @@ class MainWindow(QMainWindow):
         w.starter_failed.connect(self._on_starter_failed)
         self.models.ready.connect(self._on_loaded)
         self.models.load_failed.connect(self._on_load_failed)
+        self.models.unloaded.connect(self._on_unloaded)
+        self.model_picker.target_chosen.connect(self.use_model)
+        self.model_picker.draft_chosen.connect(self.use_draft)
+        self.model_picker.eject_requested.connect(self.eject)
+        self.draft_watch.idle.connect(self._offer_draft_unload)
         a = self.answers
         a.busy_changed.connect(self.composer.set_busy)
         a.busy_changed.connect(self.chat_view.set_busy)
@@ -155,6 +165,8 @@ class MainWindow(QMainWindow):
         font.setBold(True)
         self.title_label.setFont(font)
         header.addWidget(self.title_label, 1)
+        self.model_picker = ModelPicker(lambda: self.library)
+        header.addWidget(self.model_picker, 3)
         self.legend = QLabel()
         self.legend.setToolTip("Token colours: who proposed each token of the answers")
         header.addWidget(self.legend)
@@ -353,6 +365,7 @@ class MainWindow(QMainWindow):
         self.status.set_engine(None)
         self.status.models.setText(f"Loading {Path(self.settings.target.path).name}…")
         self.status.set_progress("Loading target", 0.0)
+        self._update_picker()
 
     @Slot(str, float)
     def _on_load_progress(self, stage: str, fraction: float) -> None:
@@ -366,6 +379,61 @@ class MainWindow(QMainWindow):
         self.status.set_progress(None)
         self.status.set_engine(info)
         self.status.showMessage(f"Ready: {info.target_name}", 4000)
+        self._update_picker()
+
+    def loaded_models(self) -> dict[str, str]:
+        """path -> "target" / "draft" for the models in memory now (the picker's Eject, the library's badge)."""
+        info, s = self.models.info, self.settings
+        if info is None or self.models.state != EngineState.READY:
+            return {}
+        loaded = {s.target.path: "target"}
+        if info.draft_name is not None and s.draft.path:
+            loaded[s.draft.path] = "draft"
+        return loaded
+
+    def _update_picker(self) -> None:
+        self.model_picker.set_models(self.settings.target.path, self.settings.draft.path, self.loaded_models())
+
+    def use_draft(self, entry) -> None:
+        """The picker chose a draft (None: none): reload with it; no draft at all just drops the loaded one."""
+        self.settings.draft.path = str(entry.path) if entry is not None else ""
+        self.save_settings()
+        if entry is None and self.models.state == EngineState.READY:
+            self.eject("draft")
+        elif self.settings.target.path:
+            self.answers.stop()
+            self.load_models()
+
+    def eject(self, which: str) -> None:
+        """Unload the models ("target") or only the draft ("draft"); the settings forget an ejected draft."""
+        self.answers.stop()
+        if which == "draft":
+            self.settings.draft.path = ""
+            self.save_settings()
+            self.models.loaded_key = self.settings.load_key()  # the target alone is what is loaded now
+            self.models.unload_draft()
+        else:
+            self.models.unload()
+
+    @Slot()
+    def _on_unloaded(self) -> None:
+        self.status.set_engine(None)
+        self.status.models.setText("No model loaded: choose one above")
+        self._update_picker()
+
+    @Slot(object)
+    def _offer_draft_unload(self, info) -> None:
+        freed = f" and free {info.draft_memory_bytes / 1e9:.1f} GB" if info.draft_memory_bytes else ""
+        def unload() -> None:
+            notice.hide()
+            self.eject("draft")
+
+        notice = self.chat_view.show_notice(
+            f"Auto has not drafted with {info.draft_name} in the last {IDLE_ANSWERS} answers: on this machine "
+            f"plain decoding and prompt lookup do better. Unload the draft model{freed}?",
+            kind="info",
+            actions=[("Unload draft model", unload)],
+        )
 
     @Slot(object)
     def _on_chat_format(self, chat_format) -> None:
@@ -467,7 +535,7 @@ class MainWindow(QMainWindow):
             self.add_model_file(path)
 
     def open_library(self) -> None:
-        open_library(self, self.library, self._target_entry(), self.use_model)
+        open_library(self, self.library, self._target_entry(), self.use_model, loaded=self.loaded_models())
 
     def _target_entry(self):
         path = self.settings.target.path
@@ -823,6 +891,7 @@ class MainWindow(QMainWindow):
         self.server.stop()  # its requests are cancelled; it stops taking new ones
         self.host.shutdown()  # bounded: cancels the answer, a load or the starter assembly
         self.background.wait(3000)  # a library read ends by itself; its result goes nowhere
+        self.model_picker.tasks.wait(3000)
         self.answers.close()  # the answer that streamed is kept, marked stopped
         self.settings.window_geometry = bytes(self.saveGeometry().toBase64()).decode()
         self.settings.splitter_state = bytes(self.splitter.saveState().toBase64()).decode()

@@ -29,11 +29,14 @@ class EngineState(str, Enum):
 class ModelController(QObject):
     ready = Signal(object)  # EngineInfo: the models loaded (state is READY already)
     load_failed = Signal(str)  # message for the user (state is FAILED already)
+    unloaded = Signal()  # the user ejected the target: nothing is loaded (state is NONE already)
 
-    def __init__(self, host, load_guard: LoadGuard, parent: QObject | None = None):
-        """host: the EngineHost, or a fake with the same `load` and worker signals (tests)."""
+    def __init__(self, host, load_guard: LoadGuard, parent: QObject | None = None, user_names=None):
+        """host: the EngineHost, or a fake with the same `load` and worker signals (tests).
+        user_names: path -> the user's name for that model ("" for none), e.g. ModelLibrary.user_name."""
         super().__init__(parent)
         self.host = host
+        self.user_names = user_names or (lambda _path: "")
         self.load_guard = load_guard
         self.state = EngineState.NONE
         self.info = None  # EngineInfo of the loaded models
@@ -52,8 +55,28 @@ class ModelController(QObject):
         self.loaded_key = settings.load_key()
         self._target_path = target.path
         self.load_guard.begin(target.path)
+        target = target.with_(name=self.user_names(target.path))
+        draft = draft.with_(name=self.user_names(draft.path)) if draft is not None else None
         self.host.load(target, draft, settings.chat_template())
         return True
+
+    def unload(self) -> None:
+        """Eject: free both models (on the engine thread, after what is queued there)."""
+        worker = self.host.worker
+        self.state, self.info, self.loaded_key = EngineState.NONE, None, None
+        self.host.dispatch(worker.close_engine)
+        self.unloaded.emit()
+
+    def unload_draft(self) -> None:
+        """Free the draft model and keep the target; `ready` follows with the new EngineInfo."""
+        worker = self.host.worker
+
+        def drop() -> None:  # on the engine thread
+            if worker.engine is not None and worker.engine.draft is not None:
+                worker.engine.drop_draft()
+                worker.loaded.emit(worker.engine.info)
+
+        self.host.dispatch(drop)
 
     def model_names(self, settings: Settings) -> tuple[str | None, str | None]:
         """The target's and the draft's names, as stored with each answer."""

@@ -61,7 +61,7 @@ CLOSE_WAIT_MS = 3000
 
 def entry_label(entry) -> str:
     size = entry.file_size / 1e9
-    return f"{entry.name} · {entry.size_label} · {entry.quantization} · {size:.2f} GB"
+    return f"{entry.title} · {entry.size_label} · {entry.quantization} · {size:.2f} GB"
 
 
 @dataclass(frozen=True)
@@ -524,7 +524,7 @@ class SettingsDialog(QDialog):
             self.draft_combo.addItem(entry_label(entry), str(entry.path))
         self.draft_combo.setEnabled(True)
         if hidden:
-            reasons = [f"{e.name}: {reason}" for e, reason in hidden]
+            reasons = [f"{e.title}: {reason}" for e, reason in hidden]
             self.hidden_label.setText(
                 f"Not offered as drafts for this target ({len(hidden)}): " + "; ".join(reasons) + "."
             )

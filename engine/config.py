@@ -87,6 +87,7 @@ class ModelSpec:
     n_batch: int = 512
     # llama.cpp's AMX kernels crash on batched decodes (engine/llama/cpu_weights.py): off unless asked.
     allow_amx: bool = False
+    name: str = ""  # what the user calls it (a rename in the library); "" = the clean name from its header
 
     def with_(self, **changes) -> ModelSpec:
         return replace(self, **changes)

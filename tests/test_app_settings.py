@@ -46,7 +46,7 @@ def test_only_compatible_drafts_are_offered_and_the_rest_say_why(qtbot, library,
     assert dialog.offered_drafts() == [draft]
     assert smol not in dialog.offered_drafts()
     hidden = dialog.hidden_label.text()
-    assert "Smollm2" in hidden and "vocabulary" in hidden
+    assert "SmolLM2 135M" in hidden and "vocabulary" in hidden
 
 
 def test_the_library_is_read_off_the_gui_thread_and_the_target_header_once(qtbot, library, qwen_paths, monkeypatch):

@@ -19,7 +19,7 @@ def test_enter_streams_tokens_then_the_footer_shows_statistics_and_the_chart_has
     # The draft model, forced: auto may rightly choose plain decoding on a CPU, and then there is no chart.
     window = make_window(smol_settings(smollm2_path, max_tokens=120, drafter_mode="draft", draft_length=4))
     assert window.models.state == EngineState.READY
-    assert "Smollm2" in window.status.models.text() and "CPU" in window.status.backend.text()
+    assert "SmolLM2 135M" in window.status.models.text() and "CPU" in window.status.backend.text()
     seen_streaming = []
     window.host.worker.token_received.connect(
         lambda *_: seen_streaming.append(window.busy and window.answers.active is not None)

@@ -48,6 +48,8 @@ def test_every_control_is_in_view_from_640_px_up(qtbot, make_window, smollm2_pat
         assert {"Copy", "Edit", "Regenerate", "Details", "Compare with plain decoding"} <= names
         clipped = [(b.text(), b.mapTo(viewport, QPoint(0, 0)).x()) for b in buttons if outside(b, viewport)]
         assert not clipped, f"at {width} px: {clipped}"
-        header = [window.colours_button, window.settings_button, window.composer.button]
+        picker = window.model_picker
+        header = [window.colours_button, window.settings_button, window.composer.button, picker.eject_button]
+        header += [picker.target_combo, picker.draft_combo]
         assert not [b.text() for b in header if outside(b, window)], f"at {width} px"
         assert window.status.memory.isVisible() and not outside(window.status.memory, window.status)

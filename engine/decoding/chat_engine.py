@@ -18,6 +18,7 @@ from engine.decoding.speculator import Speculator
 from engine.decoding.stats import AnswerStats
 from engine.errors import ContextFullError, ModelLoadError, OperationCancelled
 from engine.gguf.header import read_header
+from engine.gguf.names import display_name
 from engine.gguf.pairing import check_compatible
 from engine.llama import backends, offload
 from engine.llama.runner import Cancelled, ModelRunner
@@ -47,6 +48,7 @@ class EngineInfo:
     vram_total: int = 0  # bytes, 0 without a GPU
     vram_free: int = 0  # bytes free after loading
     gpu_note: str = ""  # why there is no GPU, or why not everything is on it
+    draft_memory_bytes: int = 0  # the draft model's share of memory_bytes: what unloading it frees
 
     def placement(self) -> str:
         """Where the models run, in a line: "Vulkan (llvmpipe), 31/31 layers on GPU (draft 31/31)" or "CPU (why)"."""
@@ -119,6 +121,9 @@ class Engine:
         except BaseException:
             self.close()
             raise
+        # Names for people (engine/gguf/names.py), or what the user renamed the model to.
+        self.target_name = target.name or display_name(target_info, target.path)
+        self.draft_name = (draft.name or display_name(draft_info, draft.path)) if draft is not None else None
         self.formatter = ChatFormatter(self.target.info)
         self.prompt_tokenizer = PromptTokenizer(self.target.vocab, self.target.n_vocab)
 
@@ -132,8 +137,8 @@ class Engine:
         gpu = backends.current().gpu if self.gpu else None  # free memory now, models loaded
         uses_gpu = t.gpu_layers > 0 or (d is not None and d.gpu_layers > 0)
         return EngineInfo(
-            target_name=t.info.name,
-            draft_name=d.info.name if d else None,
+            target_name=self.target_name,
+            draft_name=self.draft_name if d else None,
             backend=gpu.backend if gpu and uses_gpu else "CPU",
             target_gpu_layers=t.gpu_layers,
             target_layers=t.n_layers,
@@ -149,7 +154,16 @@ class Engine:
             vram_total=gpu.total_bytes if gpu and uses_gpu else 0,
             vram_free=gpu.free_bytes if gpu and uses_gpu else 0,
             gpu_note="; ".join(self.gpu_notes) if gpu else backends.ensure_loaded().gpu_problem,
+            draft_memory_bytes=d.model_bytes + d.context_bytes if d else 0,
         )
+
+    def drop_draft(self) -> None:
+        """Free the draft model and go on with the target alone (prompt lookup still drafts)."""
+        if self.draft is None:
+            return
+        self.speculator.drop_draft_model()
+        self.draft.close()
+        self.draft = None
 
     def close(self) -> None:
         for runner in (getattr(self, "draft", None), getattr(self, "target", None)):

@@ -71,6 +71,12 @@ class Speculator:
         draft_step = self.draft_runner.time_decodes([1])[1] if self.draft_runner else None
         return CostModel(verify, draft_step)
 
+    def drop_draft_model(self) -> None:
+        """Draft with prompt lookup only from now on (the draft model is being freed)."""
+        self.draft_runner = None
+        self.draft_model = None
+        self.trackers.pop(DrafterKind.DRAFT_MODEL.value, None)
+
     def forget_acceptance(self) -> None:
         self.trackers.clear()
         self.calibration = ConfidenceCalibration()

@@ -16,13 +16,14 @@ import re
 import subprocess
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
 from engine.chat import formats as chat_formats
 from engine.errors import EngineError, ModelFileError
 from engine.gguf.header import read_header
+from engine.gguf.names import display_name
 from engine.gguf.pairing import MAX_VOCAB_SIZE_DIFFERENCE, VocabInfo, incompatibility
 from engine.json_file import write_json
 from engine.paths import data_dir
@@ -38,8 +39,9 @@ _IDEAL_DRAFT_RATIO = math.sqrt(DRAFT_RATIO_RANGE[0] * DRAFT_RATIO_RANGE[1])
 PENDING_SUFFIX = ".download.json"
 
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
-# 2: headers checked against llama.cpp's limits (files once accepted may be damaged); 3: chat formats
-_CACHE_VERSION = 3
+# 2: headers checked against llama.cpp's limits (files once accepted may be damaged); 3: chat formats;
+# 4: clean display names
+_CACHE_VERSION = 4
 
 
 class LibraryError(EngineError):
@@ -63,6 +65,12 @@ class ModelEntry:
     # "" when the file has its own chat template; otherwise llama.cpp's format for its family
     # ("gemma"), or "none": a base model with no chat format at all.
     chat_format: str = ""
+    # For people: the user's rename, else the header's name without packaging words (engine/gguf/names.py)
+    display_name: str = ""
+
+    @property
+    def title(self) -> str:
+        return self.display_name or self.name
 
     @property
     def is_base_model(self) -> bool:
@@ -125,6 +133,7 @@ class _Summary:
     family: str
     n_vocab: int
     chat_format: str = ""
+    display_name: str = ""
 
 
 def _summarize(path: Path) -> _Summary:
@@ -139,6 +148,7 @@ def _summarize(path: Path) -> _Summary:
         family=_family(info.get("general.basename"), info.name),
         n_vocab=len(info.tokens),
         chat_format="" if info.chat_template else (chat_formats.detect_family(info) or "none"),
+        display_name=display_name(info, path),
     )
 
 
@@ -200,6 +210,7 @@ class ModelLibrary:
         self.problems: list[tuple[Path, str]] = []
         self.entries: list[ModelEntry] = []
         self._added: list[Path] = self._load_added()
+        self._names: dict[str, str] = self._load_names()  # path -> the user's name for it
         self._summaries: dict[str, dict] = {}  # cache key -> asdict(_Summary)
         self._verdicts: dict[str, str] = {}  # "target key||draft key" -> reason ("" = compatible)
         self._load_cache()
@@ -287,6 +298,7 @@ class ModelLibrary:
             family=head.family,
             n_vocab=head.n_vocab,
             chat_format=head.chat_format,
+            display_name=self._names.get(str(path)) or head.display_name or head.name,
         )
 
     def _summary(self, path: Path) -> _Summary:
@@ -324,6 +336,14 @@ class ModelLibrary:
             self._save_added()
         self._save_cache()
         return entry
+
+    def describe(self, path) -> ModelEntry | None:
+        """The entry for a GGUF file whether or not the library lists it (a model chosen by path in the
+        settings), without remembering it; None for a file that is not a chat model."""
+        path = Path(path).expanduser().absolute()
+        with self._lock:
+            listed = next((e for e in self.entries if e.path == path), None)
+            return listed or self._entry(path, "app" if _is_inside(path, self.models_dir) else "added")
 
     def remove(self, entry: ModelEntry) -> None:
         """Delete a model from the app's folder, or forget an added file; other folders are left alone."""
@@ -418,14 +438,48 @@ class ModelLibrary:
                 hint="Open the folder yourself; the path is shown in the library.",
             ) from e
 
+    def rename(self, path, name: str) -> None:
+        """Call the model at path `name` from now on ("" = its name from the header again); the file
+        is not touched, the name is kept in the library's state file."""
+        key, name = str(Path(path)), " ".join(name.split())
+        with self._lock:
+            if name:
+                self._names[key] = name
+            else:
+                self._names.pop(key, None)
+            self._save_added()
+            self.entries = [
+                replace(e, display_name=self._names.get(key) or self._header_title(e)) if str(e.path) == key else e
+                for e in self.entries
+            ]
+
+    def _header_title(self, entry: ModelEntry) -> str:
+        try:
+            return self._summary(entry.path).display_name or entry.name
+        except (OSError, ModelFileError):
+            return entry.name
+
+    def user_name(self, path) -> str:
+        """The user's name for the model at path, or "" (cheap: no header is read)."""
+        with self._lock:
+            return self._names.get(str(Path(path)), "")
+
     # -- persistence ------------------------------------------------------------------------
 
     def _load_added(self) -> list[Path]:
         data = _read_json(self.state_file)
         return [Path(p) for p in data.get("added", []) if isinstance(p, str)]
 
+    def _load_names(self) -> dict[str, str]:
+        names = _read_json(self.state_file).get("names", {})
+        return (
+            {k: v for k, v in names.items() if isinstance(k, str) and isinstance(v, str)}
+            if isinstance(names, dict)
+            else {}
+        )
+
     def _save_added(self) -> None:
-        write_json(self.state_file, {"added": [str(p) for p in self._added]})
+        write_json(self.state_file, {"added": [str(p) for p in self._added], "names": self._names})
 
     def _load_cache(self) -> None:
         data = _read_json(self.cache_file)

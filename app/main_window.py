@@ -8,15 +8,11 @@ request's cancel flag directly. Two controllers keep the state the window shows:
 
 from __future__ import annotations
 
-import html
 import logging
-import platform
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _metadata_version
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Slot, qVersion
-from PySide6.QtGui import QAction, QActionGroup, QGuiApplication, QKeySequence
+from PySide6.QtCore import QByteArray, QTimer, Slot
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
@@ -32,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import theme
+from app.about import about_html
 from app.answer_controller import AnswerController
 from app.answers import STORE_WRITE_ERRORS, write_problem
 from app.appearance import Appearance, stepped
@@ -44,6 +41,7 @@ from app.elided_label import ElidedLabel
 from app.export import to_json, to_markdown
 from app.hub_tasks import BackgroundTasks
 from app.load_guard import LoadGuard
+from app.menus import build_menus
 from app.model_controller import EngineState, ModelController
 from app.model_picker import ModelPicker
 from app.server_panel import LocalServerController, ServerPanel, ServerStatusLabel
@@ -55,7 +53,6 @@ from app.store import Conversation, Message, Store, title_from
 from app.welcome import WelcomePanel
 from app.worker import EngineHost
 from engine import FinishReason
-from engine.paths import data_dir
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +90,7 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(theme.icon())
         self.background = BackgroundTasks(self, max_threads=1)  # library reads, off the GUI thread
         self._build()
-        self._build_menus()
+        build_menus(self)
         self._connect_engine()
         self.refresh_sidebar()
         self._restore_geometry()
@@ -237,74 +234,6 @@ class MainWindow(QMainWindow):
         self._update_legend()
         self._update_title()
 
-    def _build_menus(self) -> None:
-        def action(menu, text, slot, shortcut=None, tip=None) -> QAction:
-            act = QAction(text, self)
-            if shortcut:
-                act.setShortcut(QKeySequence(shortcut))
-            if tip:
-                act.setToolTip(tip)
-                act.setStatusTip(tip)
-            act.triggered.connect(slot)
-            menu.addAction(act)
-            return act
-
-        bar = self.menuBar()
-        file = bar.addMenu("&File")
-        action(file, "&New chat", self.new_conversation, QKeySequence.StandardKey.New)
-        action(file, "&Export chat as Markdown…", lambda: self.export_conversation(None, "markdown"), "Ctrl+E")
-        action(file, "Export chat as &JSON…", lambda: self.export_conversation(None, "json"), "Ctrl+Shift+E")
-        file.addSeparator()
-        action(file, "Model &library…", self.open_library, "Ctrl+Shift+L", "Every GGUF model on this computer")
-        action(file, "&Add GGUF model…", self._add_model_dialog)
-        self.download_action = action(file, "&Download models…", self.open_downloader)
-        action(
-            file, "Local &server…", self.open_server_panel, tip="Serve the loaded model to programs on this computer"
-        )
-        file.addSeparator()
-        action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
-
-        edit = bar.addMenu("&Edit")
-        self.stop_action = action(edit, "&Stop answer", self.stop_or_cancel, "Esc")
-        self.stop_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-        action(edit, "&Regenerate last answer", self.regenerate_last, "Ctrl+R")
-        action(edit, "&Edit last message", self.edit_last, "Ctrl+Up")
-        action(edit, "&Copy last answer", self.copy_last_answer, "Ctrl+Shift+C")
-        action(edit, "&Find chat", self.sidebar.focus_search, QKeySequence.StandardKey.Find)
-        action(edit, "Rename chat", self.sidebar.rename_current, "F2")
-        action(edit, "Focus the message box", lambda: self.composer.input.setFocus(), "Ctrl+L")
-
-        view = bar.addMenu("&View")
-        self.colours_action = QAction("&Token colours", self)
-        self.colours_action.setCheckable(True)
-        self.colours_action.setShortcut(QKeySequence("Ctrl+T"))
-        self.colours_action.setChecked(self.colours_button.isChecked())
-        self.colours_action.toggled.connect(self.colours_button.setChecked)
-        self.colours_button.toggled.connect(self.colours_action.setChecked)
-        view.addAction(self.colours_action)
-        view.addSeparator()
-        themes = view.addMenu("T&heme")
-        self.theme_actions: dict[str, QAction] = {}
-        group = QActionGroup(self)
-        for name, label in (("system", "&System"), ("light", "&Light"), ("dark", "&Dark")):
-            act = themes.addAction(label, lambda name=name: self.set_appearance(theme_name=name))
-            act.setCheckable(True)
-            act.setChecked(name == self.settings.theme)
-            group.addAction(act)
-            self.theme_actions[name] = act
-        self.larger_text_action = action(view, "&Larger text", lambda: self.step_text(1), "Ctrl+=")
-        self.addAction(_shortcut_action(self, "Ctrl++", lambda: self.step_text(1)))
-        action(view, "&Smaller text", lambda: self.step_text(-1), "Ctrl+-")
-        self.actual_size_action = action(view, "&Actual text size", lambda: self.step_text(0), "Ctrl+0")
-
-        settings = bar.addMenu("&Settings")
-        action(settings, "&Preferences…", self.open_settings, QKeySequence.StandardKey.Preferences)
-        # Not every platform defines a Preferences key; Ctrl+, everywhere.
-        self.addAction(_shortcut_action(self, "Ctrl+,", self.open_settings))
-
-        help_menu = bar.addMenu("&Help")
-        action(help_menu, "&About Specula", self.about)
-
     # -- startup and models -------------------------------------------------------------------
 
     @property
@@ -424,6 +353,7 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _offer_draft_unload(self, info) -> None:
         freed = f" and free {info.draft_memory_bytes / 1e9:.1f} GB" if info.draft_memory_bytes else ""
+
         def unload() -> None:
             notice.hide()
             self.eject("draft")
@@ -847,26 +777,7 @@ class MainWindow(QMainWindow):
     # -- window -------------------------------------------------------------------------------
 
     def about(self) -> None:
-        QMessageBox.about(self, "About Specula", self.about_text())
-
-    def about_text(self) -> str:
-        """Help → About: the version, where the data lives, and the parts it is built on."""
-        folder = html.escape(str(data_dir()))
-        return (
-            f"<h3>Specula {package_version('specula')}</h3><p>Private, offline chat with local language models, "
-            "made fast by speculative decoding.</p>"
-            f"<p>Data folder: <code>{folder}</code><br>(models, settings and chats; "
-            "set SPECULA_HOME to use another)</p>"
-            f"<p>{self._where_chats_are()}</p>"
-            f"<p>llama-cpp-python {package_version('llama_cpp_python')} · Qt {qVersion()} · "
-            f"Python {platform.python_version()}</p>"
-        )
-
-    def _where_chats_are(self) -> str:
-        path = html.escape(str(self.store.path))
-        if self.store.saved:
-            return f"Chats are kept in <code>{path}</code>."
-        return f"Chats are kept in memory only this session: <code>{path}</code> could not be written."
+        QMessageBox.about(self, "About Specula", about_html(self.store))
 
     def _restore_geometry(self) -> None:
         if self.settings.window_geometry:
@@ -902,18 +813,3 @@ def _starter_available() -> bool:
     from engine.models import starter
 
     return starter.starter_available()
-
-
-def _shortcut_action(parent, shortcut: str, slot) -> QAction:
-    act = QAction(parent)
-    act.setShortcut(QKeySequence(shortcut))
-    act.triggered.connect(slot)
-    return act
-
-
-def package_version(name: str) -> str:
-    """An installed package's version, from its metadata (a bundle that lacks it says so)."""
-    try:
-        return _metadata_version(name)
-    except PackageNotFoundError:
-        return "(version unknown)"

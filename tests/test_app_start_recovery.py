@@ -6,6 +6,7 @@ import json
 
 from PySide6.QtWidgets import QMessageBox
 
+from app.about import where_chats_are
 from app.main_window import _starter_available
 from app.model_controller import EngineState
 from app.worker import running_threads
@@ -96,9 +97,11 @@ def test_about_says_where_chats_are_kept_and_when_they_are_not(qtbot, isolated_h
     window = MainWindow(Store(), Settings())  # no model: nothing is loaded
     qtbot.addWidget(window)
     try:
-        where = window._where_chats_are()
+        where = where_chats_are(window.store)
         assert "Chats are kept in" in where and str(window.store.path) in where and "memory" not in where
         monkeypatch.setattr(window.store, "saved", False)  # as when the file could not be written
-        assert "in memory only" in window._where_chats_are() and "could not be written" in window._where_chats_are()
+        assert "in memory only" in where_chats_are(window.store) and "could not be written" in where_chats_are(
+            window.store
+        )
     finally:
         close(window)

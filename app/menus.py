@@ -1,0 +1,84 @@
+"""The window's menu bar: every command with its shortcut, wired to the window's methods."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+
+
+def build_menus(window) -> None:
+    """File, Edit, View, Settings and Help for window (a MainWindow); the actions the window or
+    its tests use later are kept as its attributes (stop_action, colours_action, theme_actions, ...)."""
+
+    def action(menu, text, slot, shortcut=None, tip=None) -> QAction:
+        act = QAction(text, window)
+        if shortcut:
+            act.setShortcut(QKeySequence(shortcut))
+        if tip:
+            act.setToolTip(tip)
+            act.setStatusTip(tip)
+        act.triggered.connect(slot)
+        menu.addAction(act)
+        return act
+
+    bar = window.menuBar()
+    file = bar.addMenu("&File")
+    action(file, "&New chat", window.new_conversation, QKeySequence.StandardKey.New)
+    action(file, "&Export chat as Markdown…", lambda: window.export_conversation(None, "markdown"), "Ctrl+E")
+    action(file, "Export chat as &JSON…", lambda: window.export_conversation(None, "json"), "Ctrl+Shift+E")
+    file.addSeparator()
+    action(file, "Model &library…", window.open_library, "Ctrl+Shift+L", "Every GGUF model on this computer")
+    action(file, "&Add GGUF model…", window._add_model_dialog)
+    window.download_action = action(file, "&Download models…", window.open_downloader)
+    action(file, "Local &server…", window.open_server_panel, tip="Serve the loaded model to programs on this computer")
+    file.addSeparator()
+    action(file, "&Quit", window.close, QKeySequence.StandardKey.Quit)
+
+    edit = bar.addMenu("&Edit")
+    window.stop_action = action(edit, "&Stop answer", window.stop_or_cancel, "Esc")
+    window.stop_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+    action(edit, "&Regenerate last answer", window.regenerate_last, "Ctrl+R")
+    action(edit, "&Edit last message", window.edit_last, "Ctrl+Up")
+    action(edit, "&Copy last answer", window.copy_last_answer, "Ctrl+Shift+C")
+    action(edit, "&Find chat", window.sidebar.focus_search, QKeySequence.StandardKey.Find)
+    action(edit, "Rename chat", window.sidebar.rename_current, "F2")
+    action(edit, "Focus the message box", lambda: window.composer.input.setFocus(), "Ctrl+L")
+
+    view = bar.addMenu("&View")
+    window.colours_action = QAction("&Token colours", window)
+    window.colours_action.setCheckable(True)
+    window.colours_action.setShortcut(QKeySequence("Ctrl+T"))
+    window.colours_action.setChecked(window.colours_button.isChecked())
+    window.colours_action.toggled.connect(window.colours_button.setChecked)
+    window.colours_button.toggled.connect(window.colours_action.setChecked)
+    view.addAction(window.colours_action)
+    view.addSeparator()
+    themes = view.addMenu("T&heme")
+    window.theme_actions: dict[str, QAction] = {}
+    group = QActionGroup(window)
+    for name, label in (("system", "&System"), ("light", "&Light"), ("dark", "&Dark")):
+        act = themes.addAction(label, lambda name=name: window.set_appearance(theme_name=name))
+        act.setCheckable(True)
+        act.setChecked(name == window.settings.theme)
+        group.addAction(act)
+        window.theme_actions[name] = act
+    window.larger_text_action = action(view, "&Larger text", lambda: window.step_text(1), "Ctrl+=")
+    window.addAction(shortcut_action(window, "Ctrl++", lambda: window.step_text(1)))
+    action(view, "&Smaller text", lambda: window.step_text(-1), "Ctrl+-")
+    window.actual_size_action = action(view, "&Actual text size", lambda: window.step_text(0), "Ctrl+0")
+
+    settings = bar.addMenu("&Settings")
+    action(settings, "&Preferences…", window.open_settings, QKeySequence.StandardKey.Preferences)
+    # Not every platform defines a Preferences key; Ctrl+, everywhere.
+    window.addAction(shortcut_action(window, "Ctrl+,", window.open_settings))
+
+    help_menu = bar.addMenu("&Help")
+    action(help_menu, "&About Specula", window.about)
+
+
+def shortcut_action(parent, shortcut: str, slot) -> QAction:
+    """A shortcut with no menu entry (a second key for a command, or one no platform names)."""
+    act = QAction(parent)
+    act.setShortcut(QKeySequence(shortcut))
+    act.triggered.connect(slot)
+    return act

@@ -14,7 +14,7 @@ def write_json(path: Path, data, *, indent: int | None = 1) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=indent, ensure_ascii=False)
+            json.dump(data, f, indent=indent)  # ASCII: a file name with undecodable bytes (surrogates) stays writable
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

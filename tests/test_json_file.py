@@ -22,3 +22,10 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
         write_json(path, {"added": ["b.gguf", object()]})
     assert json.loads(path.read_text(encoding="utf-8")) == {"added": ["a.gguf"]}
     assert [p.name for p in tmp_path.iterdir()] == ["library.json"]
+
+
+def test_a_path_with_undecodable_bytes_is_written_and_read_back(tmp_path):
+    name = b"caf\xe9.gguf".decode("utf-8", "surrogateescape")  # as os.listdir gives a Latin-1 file name
+    path = tmp_path / "library.json"
+    write_json(path, {"added": [name]})
+    assert json.loads(path.read_text(encoding="utf-8")) == {"added": [name]}

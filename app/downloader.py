@@ -24,10 +24,13 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSpinBox,
     QSplitter,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from app import recent_searches
+from app.flow_layout import FlowLayout
 from app.hub_tasks import BackgroundTasks
 from app.tables import add_row, human_size, make_table, selected_row
 from engine.gguf.header import read_header
@@ -91,6 +94,7 @@ class DownloaderDialog(QDialog):
         # Numbers of the newest search and repository requests: older answers are dropped.
         self._search_request = self._repo_request = 0
         self._build()
+        self._show_recent(recent_searches.load())
         self._show_pending()
         self.show_popular()
 
@@ -129,6 +133,22 @@ class DownloaderDialog(QDialog):
             )
             self.drafts_button.clicked.connect(self.suggest_drafts)
             search_row.addWidget(self.drafts_button)
+
+        # Earlier searches, a click away until this dialog's first search; they need no hub, so
+        # they are there offline too.
+        self.recent_box = QWidget()
+        recent_layout = QHBoxLayout(self.recent_box)
+        recent_layout.setContentsMargins(0, 0, 0, 0)
+        recent_layout.addWidget(QLabel("Recent:"), 0, Qt.AlignmentFlag.AlignTop)
+        self.recent_flow = FlowLayout(h_spacing=2, v_spacing=2)
+        recent_layout.addLayout(self.recent_flow, 1)
+        self.recent_buttons: list[QToolButton] = []
+        self.clear_recent_button = QToolButton()
+        self.clear_recent_button.setText("Clear")
+        self.clear_recent_button.setAutoRaise(True)
+        self.clear_recent_button.setToolTip("Forget these recent searches.")
+        self.clear_recent_button.clicked.connect(self.clear_recent)
+        recent_layout.addWidget(self.clear_recent_button, 0, Qt.AlignmentFlag.AlignTop)
 
         self.results_title = QLabel("Search the hub to see repositories.")
         self.results = make_table(["Repository", "Downloads", "Likes", "Licence", "Updated"])
@@ -208,6 +228,7 @@ class DownloaderDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(self.banner)
         layout.addLayout(search_row)
+        layout.addWidget(self.recent_box)
         layout.addWidget(splitter, 1)
         layout.addLayout(download_row)
         layout.addWidget(self.status)
@@ -219,6 +240,8 @@ class DownloaderDialog(QDialog):
     def search(self) -> None:
         text = self.query.text().strip()
         sort = self.sort.currentData()
+        recent_searches.remember(text)
+        self.recent_box.hide()  # the list below answers a search now; the recent ones were a place to start
         self._ask(f"Searching for “{text}”…", lambda _: self.hub.search(text, sort), self._show_results)
 
     def show_popular(self) -> None:
@@ -228,6 +251,30 @@ class DownloaderDialog(QDialog):
             lambda _: self.hub.search("", "downloads", limit=POPULAR_COUNT),
             lambda repos: self._show_results(repos, f"Most downloaded GGUF repositories ({len(repos)})"),
         )
+
+    def run_recent(self, query: str) -> None:
+        self.query.setText(query)
+        self.search()
+
+    def clear_recent(self) -> None:
+        recent_searches.clear()
+        self._show_recent([])
+
+    def _show_recent(self, searches: list[str]) -> None:
+        """One flat button per recent search, newest first; the row hides when there are none."""
+        for button in self.recent_buttons:
+            self.recent_flow.removeWidget(button)
+            button.deleteLater()
+        self.recent_buttons = []
+        for query in searches:
+            button = QToolButton()
+            button.setText(_short(query, 24))
+            button.setAutoRaise(True)
+            button.setToolTip(f"Search again for “{query}”")
+            button.clicked.connect(lambda _=False, query=query: self.run_recent(query))
+            self.recent_flow.addWidget(button)
+            self.recent_buttons.append(button)
+        self.recent_box.setVisible(bool(searches))
 
     def suggest_drafts(self) -> None:
         target = self.target

@@ -1,4 +1,5 @@
-"""The downloader dialog under pytest-qt, against the fake hub: search, pick, download, pause, cancel."""
+"""The downloader dialog under pytest-qt, against the fake hub: search, pick, download, pause, cancel,
+recent searches."""
 
 import socket
 import threading
@@ -6,6 +7,7 @@ import threading
 import pytest
 from PySide6.QtCore import Qt
 
+from app import recent_searches
 from app.downloader import DownloaderDialog
 from engine.models.library import ModelLibrary
 from tests.hub_server import (
@@ -16,6 +18,12 @@ from tests.hub_server import (
 
 SMOL = "SmolLM2-135M-Instruct.Q4_1.gguf"
 WAIT_MS = 20_000  # an upper bound for slow machines, not a performance claim
+
+
+@pytest.fixture(autouse=True)
+def data_folder(isolated_home):
+    """Recent searches are kept in the data folder: each test gets a fresh one."""
+    return isolated_home
 
 
 @pytest.fixture
@@ -52,6 +60,23 @@ def start_smol_download(qtbot, dialog):
 def downloading(dialog) -> bool:
     """Progress has been shown: the status reads '<file>: 10.5 MB of 98.4 MB · 250 MB/s · …'."""
     return f"{SMOL}: " in dialog.status.text() and " of 98.4 MB" in dialog.status.text()
+
+
+def go_offline(monkeypatch) -> None:
+    """Point the hub client at a port nobody listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv("HF_ENDPOINT", closed)
+
+
+def run_search(qtbot, dialog, text):
+    dialog.query.setText(text)
+    qtbot.mouseClick(dialog.search_button, Qt.MouseButton.LeftButton)
+
+
+def recent(dialog) -> list[str]:
+    return [b.text() for b in dialog.recent_buttons] if dialog.recent_box.isVisible() else []
 
 
 def stall(fake_hub, at: int) -> threading.Event:
@@ -136,10 +161,7 @@ def test_pause_then_resume_in_a_new_dialog(qtbot, fake_hub, library):
 
 
 def test_offline_hub_shows_a_clear_banner(qtbot, monkeypatch, library):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
-    monkeypatch.setenv("HF_ENDPOINT", closed)
+    go_offline(monkeypatch)
     dialog = open_dialog(qtbot, library)
     dialog.query.setText("qwen")
     qtbot.mouseClick(dialog.search_button, Qt.MouseButton.LeftButton)
@@ -166,3 +188,76 @@ def test_draft_suggestions_and_vocabulary_check(qtbot, fake_hub, library, qwen_p
     assert "BOS token differs" in dialog.verdict.text()
     # Only headers went over the wire for the checks, never a whole model.
     assert fake_hub.bytes_served(SMOL) < 8 << 20
+
+
+def test_a_search_is_remembered_and_offered_again_in_a_new_dialog(qtbot, fake_hub, library):
+    first = open_dialog(qtbot, library)
+    assert recent(first) == []  # nothing searched yet: no row at all
+    search_and_pick(qtbot, first, "smollm2", SMOL_REPO)
+    first.close()
+
+    reopened = open_dialog(qtbot, library)  # as after an app restart: read from the data folder
+    assert recent(reopened) == ["smollm2"]
+    qtbot.mouseClick(reopened.recent_buttons[0], Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: SMOL_REPO in repositories(reopened), timeout=WAIT_MS)
+    assert reopened.query.text() == "smollm2"
+    assert reopened.results_title.text() == "2 repositories"
+    assert not reopened.recent_box.isVisible()  # the results answer a search now
+
+
+def test_recent_searches_are_newest_first_without_duplicates_and_at_most_eight(qtbot, fake_hub, library):
+    dialog = open_dialog(qtbot, library)
+    for n in range(9):
+        run_search(qtbot, dialog, f"  query {n} ")
+    run_search(qtbot, dialog, "QUERY 3")  # a search again, in another case, moves to the front
+    run_search(qtbot, dialog, "   ")  # an empty search is not one to offer again
+    qtbot.waitUntil(lambda: dialog.results_title.text() != "Searching for “”…", timeout=WAIT_MS)
+    dialog.close()
+
+    expected = ["QUERY 3", "query 8", "query 7", "query 6", "query 5", "query 4", "query 2", "query 1"]
+    assert recent(open_dialog(qtbot, library)) == expected
+    assert recent_searches.load() == expected
+
+
+def test_clear_forgets_the_recent_searches(qtbot, fake_hub, library):
+    recent_searches.remember("qwen")
+    recent_searches.remember("gemma")
+    dialog = open_dialog(qtbot, library)
+    assert recent(dialog) == ["gemma", "qwen"]
+
+    qtbot.mouseClick(dialog.clear_recent_button, Qt.MouseButton.LeftButton)
+    assert recent(dialog) == []
+    assert recent_searches.load() == []
+    assert recent(open_dialog(qtbot, library)) == []
+
+
+def test_recent_searches_work_offline_and_say_the_hub_is_unreachable(qtbot, monkeypatch, library):
+    recent_searches.remember("qwen")
+    go_offline(monkeypatch)
+    dialog = open_dialog(qtbot, library)
+    qtbot.waitUntil(dialog.banner.isVisible, timeout=WAIT_MS)  # the popular list could not be fetched
+    assert recent(dialog) == ["qwen"]
+
+    qtbot.mouseClick(dialog.recent_buttons[0], Qt.MouseButton.LeftButton)
+    assert dialog.results_title.text() == "Searching for “qwen”…"
+    qtbot.waitUntil(lambda: dialog.results_title.text() == "", timeout=WAIT_MS)
+    assert "The model hub could not be reached" in dialog.banner.text()
+    assert dialog.banner.isVisible()
+
+
+def test_a_damaged_or_unwritable_recent_searches_file_is_no_error(tmp_path):
+    path = tmp_path / "recent_searches.json"
+    path.write_bytes(b'["qwen", "gem\xff')  # cut off mid-write by something other than write_json
+    assert recent_searches.load(path) == []
+    assert recent_searches.remember("llama", path) == ["llama"]  # a fresh list replaces it
+    assert recent_searches.load(path) == ["llama"]
+
+    path.write_text('{"searches": ["qwen"]}')
+    assert recent_searches.load(path) == []
+    path.write_text('["qwen", 3, null, "", "Qwen", "gemma"]')
+    assert recent_searches.load(path) == ["qwen", "gemma"]
+
+    blocked = tmp_path / "a file" / "recent_searches.json"  # its folder cannot be made
+    (tmp_path / "a file").write_text("")
+    assert recent_searches.remember("qwen", blocked) == ["qwen"]
+    assert not blocked.exists()

@@ -45,6 +45,7 @@ from app import theme
 from app.code_highlight import highlight, language_label
 from app.store import Token
 
+PROSE_MAX_EM = 60  # a readable line length; code blocks may be wider (the chat column's width)
 RERENDER_S = 0.3  # shortest Markdown re-render interval while streaming (longer for long answers)
 TOKEN_PROPERTY = QTextFormat.Property.UserProperty + 1  # token index stored in each token's format
 MARKDOWN = QTextDocument.MarkdownFeature.MarkdownDialectGitHub | QTextDocument.MarkdownFeature.MarkdownNoHTML
@@ -366,7 +367,7 @@ class MessageBody(QWidget):
         self._clear()
         self._built_for = _theme_key()
         if self.colours:
-            self._pane = self._new_pane()
+            self._pane = self._new_pane(prose=False)  # the raw text, code included: the whole width
             self._pane.token_tooltip = self.token_tooltip
             self._append_tokens(self.tokens, 0)
         elif self.streaming:
@@ -388,8 +389,10 @@ class MessageBody(QWidget):
         pane.document().setMarkdown(text, MARKDOWN)
         decorate_code_blocks(pane.document(), self.palette())
 
-    def _new_pane(self) -> TextPane:
+    def _new_pane(self, prose: bool = True) -> TextPane:
         pane = TextPane(self)
+        if prose:  # capped, it stays at the left edge; code blocks take the whole width
+            pane.setMaximumWidth(PROSE_MAX_EM * self.fontMetrics().horizontalAdvance("M"))
         self._layout.addWidget(pane)
         return pane
 

@@ -5,7 +5,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QApplication
 
 from app import theme
-from app.rich_text import CodeBlock, MessageBody, TextPane
+from app.rich_text import PROSE_MAX_EM, CodeBlock, MessageBody, TextPane
 from app.store import Token
 
 CODE = "def add(a, b):\n    # the sum\n    return a + b  # 🙂 done\n"
@@ -84,3 +84,23 @@ def test_long_lines_scroll_inside_the_block_instead_of_widening_the_message(qtbo
     qtbot.waitUntil(lambda: block.view.horizontalScrollBar().maximum() > 0, timeout=3_000)
     assert block.width() <= body.width()
     assert QGuiApplication.palette() is not None
+
+
+def test_code_is_given_more_width_than_prose(qtbot):
+    body = MessageBody()
+    em = body.fontMetrics().horizontalAdvance("M")
+    body.resize(PROSE_MAX_EM * em + 400, 400)
+    qtbot.addWidget(body)
+    prose = "A sentence long enough to wrap. " * 40
+    body.set_content(prose + "\n```python\nx = '" + "a" * 400 + "'\n```\n" + prose, [], streaming=False, colours=False)
+    body.show()
+    [block] = body.findChildren(CodeBlock)
+    panes = [p for p in body.findChildren(TextPane) if not block.isAncestorOf(p)]
+    qtbot.waitUntil(lambda: block.width() >= body.width() - 2, timeout=3_000)
+    assert len(panes) == 2
+    for pane in panes:  # a readable line length, from the left edge
+        assert pane.width() <= PROSE_MAX_EM * em and pane.x() == 0
+    assert block.width() > max(pane.width() for pane in panes) + 300
+    # In a narrow message, both take the width there is.
+    body.resize(500, 400)
+    qtbot.waitUntil(lambda: block.width() <= 500 and all(p.width() >= 480 for p in panes), timeout=3_000)

@@ -45,6 +45,7 @@ class AnswerController(QObject):
     answer_ended = Signal(object, bool)  # Message (complete, stored), whether it is on screen
     comparison_changed = Signal(int, object, bool)  # answer's message id, comparison dict or None, running
     notice = Signal(str)  # a problem to show the user (a failed store write, a failed comparison)
+    status_message = Signal(str)  # a passing remark (the status bar)
 
     def __init__(self, host, store: Store, models: ModelController, parent: QObject | None = None):
         """host: the EngineHost, or a fake with the same `answer`, `stop` and worker signals (tests)."""
@@ -92,17 +93,27 @@ class AnswerController(QObject):
 
     # -- asking ---------------------------------------------------------------------------------
 
-    def ask(self, conversation_id: int, messages: list[Message], settings: Settings) -> Message | None:
-        """Answer the conversation's messages with the settings' models; the new answer, or None."""
-        if self.busy:
+    def ask(
+        self, conversation_id: int, messages: list[Message], settings: Settings, variant_of: int | None = None
+    ) -> Message | None:
+        """Answer the conversation's messages with the settings' models; the new answer, or None.
+
+        A comparison running is stopped first: chatting never waits for a measurement.
+        variant_of: the answer is written again, as an alternate in that answer's group.
+        """
+        if self.active is not None:
             return None
+        if job := self.comparing:
+            self._stop_comparison(job, "Comparison stopped to answer your message; Compare again when you like.")
         s = settings
         seed = s.seed if s.seed >= 0 else random.randrange(1, 2**31 - 1)
         sampling, spec = s.sampling(seed), s.spec()
         chat = chat_messages(history(messages), s.system_prompt)
         params = answer_params(sampling, spec, s.system_prompt, *self.models.model_names(s))
         try:
-            message = self.store.add_message(conversation_id, "assistant", "", complete=False, params=params)
+            message = self.store.add_message(
+                conversation_id, "assistant", "", complete=False, params=params, variant_of=variant_of
+            )
         except STORE_WRITE_ERRORS as e:
             self.notice.emit(write_problem(e, "a new answer") + " No answer was started.")
             return None
@@ -117,8 +128,14 @@ class AnswerController(QObject):
         return message
 
     def compare(self, answer: Message, messages_before: list[Message]) -> bool:
-        """Rerun the answer with plain decoding (same prompt and sampling) to measure its speed-up."""
-        if self.busy or answer.stats is None:
+        """Rerun the answer with plain decoding (same prompt and sampling) to measure its speed-up.
+
+        It runs beside the chat: sending a message meanwhile stops it (see ask).
+        """
+        if answer.stats is None or self.active is not None:
+            return False
+        if self.comparing is not None:
+            self.notice.emit("A comparison is running already: wait for it, or stop it with Esc.")
             return False
         sampling = sampling_from_params(answer.params)
         if answer.finish_reason in (FinishReason.CANCELLED.value, FinishReason.LENGTH.value):
@@ -134,6 +151,15 @@ class AnswerController(QObject):
         """Stop what runs (within one decode step); its end arrives as usual."""
         if self.job is not None:
             self.host.stop(self.job.request_id)
+
+    def _stop_comparison(self, job: CompareJob, why: str) -> None:
+        """Stop a comparison now: its late events are ignored, the answer shows what it had before."""
+        self.host.stop(job.request_id)
+        self.job = None
+        self._set_busy(False)
+        answer = self.store.message(job.message_id)
+        self.comparison_changed.emit(job.message_id, answer.comparison if answer else None, False)
+        self.status_message.emit(why)
 
     def close(self) -> None:
         """The app is closing (the engine thread has ended): keep what was shown, marked stopped."""
@@ -241,6 +267,7 @@ def build_comparison(answer: Message, plain: DoneEvent) -> dict:
         "identical": identical,
         "first_difference": first,
         "plain_tokens": plain.stats.n_tokens,
+        "plain_text": plain.text,  # shown beside the answer on request
         "temperature": answer.params.get("sampling", {}).get("temperature", 0.0),
         "seed": answer.params.get("sampling", {}).get("seed"),
     }

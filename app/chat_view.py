@@ -12,6 +12,7 @@ import html
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QPalette
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -26,14 +27,15 @@ from app import theme
 from app.acceptance_chart import DRAFTER_LABELS
 from app.attachment_chips import AttachmentChips
 from app.elided_label import ElidedLabel
-from app.rich_text import MessageBody
-from app.stats_footer import StatsFooter
+from app.rich_text import MessageBody, TextPane
+from app.stats_footer import StatsFooter, comparison_heading
 from app.store import Message, Token
 from app.thinking_view import ThinkingSection
 from engine import AnswerStats
 
 FRAME_MS = 16  # about 60 screen updates a second, whatever the token rate
-MAX_WIDTH_EM = 60  # readable line length for the message column
+MAX_WIDTH_EM = 84  # the message column: code blocks use all of it (prose is narrower, see rich_text)
+SIDE_BY_SIDE_EM = 56  # a message at least this wide shows a comparison's plain text beside the answer
 
 
 def message_state(message: Message, streaming: bool) -> str:
@@ -50,6 +52,7 @@ class MessageWidget(QFrame):
     edit_requested = Signal(int)
     regenerate_requested = Signal(int)
     compare_requested = Signal(int)
+    variant_requested = Signal(int, int)  # this answer's id, the alternate to show instead
 
     def __init__(
         self,
@@ -84,11 +87,19 @@ class MessageWidget(QFrame):
         self.meta_label = ElidedLabel()
         header.addWidget(self.meta_label)
         header.addStretch(1)
+        # ‹ 2/3 ›: the alternates of a regenerated answer, each kept with its statistics.
+        self.previous_button = self._tool("‹", "The previous version of this answer", lambda: self._step_variant(-1))
+        self.variant_label = QLabel()
+        self.next_button = self._tool("›", "The next version of this answer", lambda: self._step_variant(1))
+        for widget in (self.previous_button, self.variant_label, self.next_button):
+            header.addWidget(widget)
         self.copy_button = self._tool("Copy", "Copy this message's text (Markdown) to the clipboard", self.copy)
         header.addWidget(self.copy_button)
         if self.is_user:
             self.edit_button = self._tool(
-                "Edit", "Edit this message and send it again (Ctrl+Up)", lambda: self.edit_requested.emit(message.id)
+                "Edit",
+                "Edit this message and send it again; the messages after it are replaced (Ctrl+Up: the last one)",
+                lambda: self.edit_requested.emit(message.id),
             )
             header.addWidget(self.edit_button)
         else:
@@ -111,7 +122,11 @@ class MessageWidget(QFrame):
 
         self.body = MessageBody(self)
         self.body.token_tooltip = self.token_tooltip
-        layout.addWidget(self.body)
+        # The answer and, on request, the plain-decoding text of its comparison beside it.
+        self.texts = QBoxLayout(QBoxLayout.Direction.LeftToRight)
+        self.texts.addWidget(self.body, 1)
+        self.plain_panel: PlainTextPanel | None = None
+        layout.addLayout(self.texts)
 
         self.error_label = QLabel()
         self.error_label.setWordWrap(True)
@@ -126,6 +141,7 @@ class MessageWidget(QFrame):
             self.footer = StatsFooter(self)
             self.footer.set_params(message.params)
             self.footer.compare_requested.connect(lambda: self.compare_requested.emit(self.message.id))
+            self.footer.plain_text_toggled.connect(self.show_plain_text)
             layout.addWidget(self.footer)
 
         self.body.set_content(
@@ -185,17 +201,60 @@ class MessageWidget(QFrame):
             self.body.set_colours(colours)
 
     def set_last(self, last: bool, busy: bool) -> None:
-        """Edit and Regenerate apply to the last exchange only."""
+        """Any message of yours can be edited; Regenerate applies to the last answer. Neither while busy."""
         if self.is_user:
-            self.edit_button.setVisible(last)
             self.edit_button.setEnabled(not busy)
         else:
             self.regenerate_button.setVisible(last)
             self.regenerate_button.setEnabled(not busy)
+        self._show_variants(busy)
+
+    def _show_variants(self, busy: bool = False) -> None:
+        variants = self.message.variants
+        many = len(variants) > 1 and self.message.id in variants
+        for widget in (self.previous_button, self.variant_label, self.next_button):
+            widget.setVisible(many)
+        if many:
+            index = variants.index(self.message.id)
+            self.variant_label.setText(f"{index + 1}/{len(variants)}")
+            self.variant_label.setToolTip(f"Version {index + 1} of {len(variants)} of this answer")
+            self.previous_button.setEnabled(not busy and not self.streaming and index > 0)
+            self.next_button.setEnabled(not busy and not self.streaming and index < len(variants) - 1)
+
+    def _step_variant(self, step: int) -> None:
+        variants = self.message.variants
+        index = variants.index(self.message.id) + step if self.message.id in variants else -1
+        if 0 <= index < len(variants):
+            self.variant_requested.emit(self.message.id, variants[index])
+
+    def show_plain_text(self, show: bool) -> None:
+        """The text plain decoding wrote, beside the answer (below it in a narrow window)."""
+        comparison = self.message.comparison or {}
+        if show and "plain_text" in comparison:
+            if self.plain_panel is None:
+                self.plain_panel = PlainTextPanel(self)
+                self.texts.addWidget(self.plain_panel, 1)
+            self.plain_panel.set_comparison(comparison)
+            self._arrange_texts()
+        if self.plain_panel is not None:
+            self.plain_panel.setVisible(show)
+
+    def _arrange_texts(self) -> None:
+        wide = self.width() >= SIDE_BY_SIDE_EM * self.fontMetrics().horizontalAdvance("M")
+        self.texts.setDirection(QBoxLayout.Direction.LeftToRight if wide else QBoxLayout.Direction.TopToBottom)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self.plain_panel is not None:
+            self._arrange_texts()
 
     def set_comparison(self, comparison: dict | None, running: bool = False) -> None:
+        if comparison is not None:
+            self.message.comparison = comparison
         if self.footer:
             self.footer.set_comparison(comparison, running)
+        if self.plain_panel is not None and self.plain_panel.isVisible() and comparison:
+            self.plain_panel.set_comparison(comparison)
 
     def set_assistant_name(self, name: str) -> None:
         if not self.is_user:
@@ -274,6 +333,26 @@ class MessageWidget(QFrame):
             self._restyling = False
 
 
+class PlainTextPanel(QFrame):
+    """What plain decoding wrote when the answer was compared: the same text, unless sampling differed."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 4)
+        self.heading = QLabel()
+        self.heading.setWordWrap(True)
+        theme.tint(self.heading)
+        layout.addWidget(self.heading)
+        self.text = TextPane(self)
+        layout.addWidget(self.text)
+
+    def set_comparison(self, comparison: dict) -> None:
+        self.heading.setText(comparison_heading(comparison))
+        self.text.setPlainText(comparison.get("plain_text", ""))
+
+
 def error_html(text: str) -> str:
     first, _, rest = text.partition("\n")
     out = f"<b>⚠ {html.escape(first)}</b>"
@@ -324,6 +403,7 @@ class ChatView(QScrollArea):
     edit_requested = Signal(int)
     regenerate_requested = Signal(int)
     compare_requested = Signal(int)
+    variant_requested = Signal(int, int)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -387,6 +467,7 @@ class ChatView(QScrollArea):
         widget.edit_requested.connect(self.edit_requested)
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.compare_requested.connect(self.compare_requested)
+        widget.variant_requested.connect(self.variant_requested)
         index = self.column_layout.count() - 1 - len(self.notices)  # before the notices and the stretch
         self.column_layout.insertWidget(index, widget)
         self.widgets[message.id] = widget
@@ -396,6 +477,22 @@ class ChatView(QScrollArea):
             self._follow = True
             QTimer.singleShot(0, self, self.scroll_to_end)
         return widget
+
+    def replace_message(self, message_id: int, message: Message) -> None:
+        """Show message where message_id was (another alternate of an answer), keeping the scroll position."""
+        old = self.widgets.get(message_id)
+        if old is None:
+            return
+        index = self.column_layout.indexOf(old)
+        self.widgets = {(message.id if i == message_id else i): w for i, w in self.widgets.items()}
+        old.hide()
+        old.deleteLater()
+        widget = MessageWidget(message, colours=self.colours, show_reasoning=self.show_reasoning, parent=self.column)
+        for name in ("edit_requested", "regenerate_requested", "compare_requested", "variant_requested"):
+            getattr(widget, name).connect(getattr(self, name))
+        self.column_layout.insertWidget(index, widget)
+        self.widgets[message.id] = widget
+        self._update_last()
 
     def remove_message(self, message_id: int) -> None:
         self._pending.pop(message_id, None)

@@ -105,7 +105,7 @@ class Composer(QFrame):
         self.banner = QWidget()
         banner = QHBoxLayout(self.banner)
         banner.setContentsMargins(0, 0, 0, 0)
-        self.banner_label = QLabel("Editing your last message: Enter sends it again and replaces the answer.")
+        self.banner_label = QLabel()  # start_edit says what sending will replace
         banner.addWidget(self.banner_label, 1)
         cancel = QToolButton()
         cancel.setText("Cancel")
@@ -144,6 +144,10 @@ class Composer(QFrame):
         )
         self.attach_button.clicked.connect(self.choose_files)
         under.addWidget(self.attach_button)
+        self.chat_settings_button = QToolButton()  # the window opens This chat's dialog
+        self.chat_settings_button.setText("This chat")
+        self.chat_settings_button.setAutoRaise(True)
+        under.addWidget(self.chat_settings_button)
         self.refusal = QLabel()  # why a file was not attached; the text typed stays
         self.refusal.setWordWrap(True)
         self.refusal.setVisible(False)
@@ -216,8 +220,16 @@ class Composer(QFrame):
         self.button.setText("Stop" if busy else "Send")
         self.button.setToolTip("Stop the answer (Esc)" if busy else "Send the message (Enter)")
 
-    def start_edit(self, message_id: int, text: str, attachments: list[Attachment] = ()) -> None:
+    def start_edit(self, message_id: int, text: str, attachments: list[Attachment] = (), later: int = 1) -> None:
+        """Edit a sent message; later: how many messages follow it (sending again replaces them)."""
         self.editing_id = message_id
+        if later <= 1:
+            what = "replaces the answer" if later == 1 else "answers it"
+            self.banner_label.setText(f"Editing your message: Enter sends it again and {what}.")
+        else:
+            self.banner_label.setText(
+                f"Editing an earlier message: Enter sends it again and replaces the {later} messages after it."
+            )
         self.set_text(text)
         self.set_attachments(list(attachments))
         self.banner.setVisible(True)

@@ -8,6 +8,7 @@ request's cancel flag directly. Two controllers keep the state the window shows:
 
 from __future__ import annotations
 
+import html
 import logging
 from pathlib import Path
 
@@ -32,6 +33,8 @@ from app.about import about_html
 from app.answer_controller import AnswerController
 from app.answers import STORE_WRITE_ERRORS, write_problem
 from app.appearance import Appearance, stepped
+from app.chat_settings import ChatSettings
+from app.chat_settings_dialog import ChatSettingsDialog
 from app.chat_view import ChatView
 from app.composer import Composer
 from app.context_meter import ContextCounter
@@ -84,6 +87,10 @@ class MainWindow(QMainWindow):
         self.server_panel: ServerPanel | None = None
         self.conversation: Conversation | None = None
         self.messages: list[Message] = []
+        self.new_chat_settings = ChatSettings()  # what a chat not yet started chose ("This chat…")
+        # An answer waiting for the models its chat chose: (conversation id, variant_of, the answer it
+        # regenerates, hidden meanwhile, or None).
+        self._answer_after_load: tuple[int, int | None, int | None] | None = None
         self.chat_format = None  # ChatFormatInfo of the loaded model
 
         self.setWindowTitle("Specula")
@@ -110,8 +117,24 @@ class MainWindow(QMainWindow):
 
     @property
     def busy(self) -> bool:
-        """An answer or a comparison runs: sending, editing and regenerating wait for it."""
-        return self.answers.busy
+        """An answer runs (or waits for its models): sending, editing and regenerating wait for it."""
+        return self.answers.active is not None or self._answer_after_load is not None
+
+    @property
+    def chat_settings(self) -> ChatSettings:
+        """What the conversation on screen chose for itself (a new chat: what it will start with)."""
+        if self.conversation is None:
+            return self.new_chat_settings
+        return ChatSettings.from_dict(self.conversation.settings)
+
+    def _prompt_and_budget(self) -> tuple[str, int]:
+        """The system prompt and the answer's token budget: what the context meter counts besides the messages."""
+        s = self.effective_settings()
+        return s.system_prompt, s.max_tokens
+
+    def effective_settings(self) -> Settings:
+        """The settings an answer in the conversation on screen is written with."""
+        return self.chat_settings.applied_to(self.settings)
 
     def _connect_engine(self) -> None:
         """The widgets to the engine thread's model signals and to the two controllers."""
@@ -130,8 +153,7 @@ class MainWindow(QMainWindow):
         self.model_picker.eject_requested.connect(self.eject)
         self.draft_watch.idle.connect(self._offer_draft_unload)
         a = self.answers
-        a.busy_changed.connect(self.composer.set_busy)
-        a.busy_changed.connect(self.chat_view.set_busy)
+        a.busy_changed.connect(self._show_busy)
         a.answer_started.connect(self._on_answer_started)
         a.tokens_arrived.connect(self.chat_view.queue_tokens)
         a.reasoning_arrived.connect(self.chat_view.queue_reasoning)
@@ -139,6 +161,7 @@ class MainWindow(QMainWindow):
         a.answer_ended.connect(self._on_answer_ended)
         a.comparison_changed.connect(self._show_comparison)
         a.notice.connect(self.chat_view.show_notice)
+        a.status_message.connect(lambda text: self.status.showMessage(text, 6000))
 
     def _build(self) -> None:
         self.sidebar = Sidebar()
@@ -187,16 +210,19 @@ class MainWindow(QMainWindow):
         self.chat_view.edit_requested.connect(self.edit_message)
         self.chat_view.regenerate_requested.connect(self.regenerate)
         self.chat_view.compare_requested.connect(self.compare_with_plain)
+        self.chat_view.variant_requested.connect(self.show_variant)
         column.addWidget(self.chat_view, 1)
         self.composer = Composer()
         self.composer.send_requested.connect(self.send_message)
-        self.composer.stop_requested.connect(self.answers.stop)
+        self.composer.stop_requested.connect(self.stop_answer)
         self.composer.edit_last_requested.connect(self.edit_last)
+        self.chat_settings_button = self.composer.chat_settings_button  # by the input: what this chat sends
+        self.chat_settings_button.clicked.connect(self.open_chat_settings)
         column.addWidget(self.composer)
         self.context = ContextCounter(
             self.host,
             self.composer.meter,
-            lambda: (self.messages, self.settings.system_prompt, self.settings.max_tokens),
+            lambda: (self.messages, *self._prompt_and_budget()),
             lambda: (self.composer.text(), self.composer.attachments, self.composer.editing_id),
             self,
         )
@@ -233,6 +259,7 @@ class MainWindow(QMainWindow):
         self.appearance.apply(self.settings.theme, self.settings.text_scale)
         self._update_legend()
         self._update_title()
+        self._update_chat_button()
 
     # -- startup and models -------------------------------------------------------------------
 
@@ -286,13 +313,15 @@ class MainWindow(QMainWindow):
         self.pages.setCurrentWidget(self.chat_page)
 
     def load_models(self) -> None:
-        if not self.models.load(self.settings):  # no target chosen
+        """Load the models the conversation on screen uses (its own, or the app's)."""
+        settings = self.effective_settings()
+        if not self.models.load(settings):  # no target chosen
             self.show_welcome()
             return
         self.show_chat()
         self.chat_view.clear_notices()
         self.status.set_engine(None)
-        self.status.models.setText(f"Loading {Path(self.settings.target.path).name}…")
+        self.status.models.setText(f"Loading {Path(settings.target.path).name}…")
         self.status.set_progress("Loading target", 0.0)
         self._update_picker()
 
@@ -309,24 +338,49 @@ class MainWindow(QMainWindow):
         self.status.set_engine(info)
         self.status.showMessage(f"Ready: {info.target_name}", 4000)
         self._update_picker()
+        waiting = self._answer_after_load
+        if waiting is not None:
+            self._wait_for_models(None)
+            self._answer(variant_of=waiting[1], replacing=waiting[2])  # the window stopped waiting if it left
 
     def loaded_models(self) -> dict[str, str]:
         """path -> "target" / "draft" for the models in memory now (the picker's Eject, the library's badge)."""
-        info, s = self.models.info, self.settings
+        info, (target, draft) = self.models.info, self.models.loaded_paths
         if info is None or self.models.state != EngineState.READY:
             return {}
-        loaded = {s.target.path: "target"}
-        if info.draft_name is not None and s.draft.path:
-            loaded[s.draft.path] = "draft"
+        loaded = {target: "target"}
+        if info.draft_name is not None and draft:
+            loaded[draft] = "draft"
         return loaded
 
     def _update_picker(self) -> None:
-        self.model_picker.set_models(self.settings.target.path, self.settings.draft.path, self.loaded_models())
+        s = self.effective_settings()
+        self.model_picker.set_models(s.target.path, s.draft.path, self.loaded_models())
+
+    def _models_chosen(self, target: str, draft: str) -> None:
+        """The user chose models: the app's default from now on, and remembered by the chat on screen."""
+        self.settings.target.path, self.settings.draft.path = target, draft
+        self.save_settings()
+        chat = self.chat_settings
+        chat.target, chat.draft = target, draft
+        self.set_chat_settings(chat)
+
+    def _follow_chat_models(self) -> bool:
+        """Load the models the conversation on screen chose, if others are loaded; True if a load started.
+
+        Not while an answer runs or waits for its models: that one keeps the models it was asked with.
+        """
+        if self.busy or self.models.state not in (EngineState.READY, EngineState.FAILED):
+            return False
+        settings = self.effective_settings()
+        if not settings.target.path or settings.load_key() == self.models.loaded_key:
+            return False
+        self.load_models()
+        return True
 
     def use_draft(self, entry) -> None:
         """The picker chose a draft (None: none): reload with it; no draft at all just drops the loaded one."""
-        self.settings.draft.path = str(entry.path) if entry is not None else ""
-        self.save_settings()
+        self._models_chosen(self.effective_settings().target.path, str(entry.path) if entry is not None else "")
         if entry is None and self.models.state == EngineState.READY:
             self.eject("draft")
         elif self.settings.target.path:
@@ -337,9 +391,8 @@ class MainWindow(QMainWindow):
         """Unload the models ("target") or only the draft ("draft"); the settings forget an ejected draft."""
         self.answers.stop()
         if which == "draft":
-            self.settings.draft.path = ""
-            self.save_settings()
-            self.models.loaded_key = self.settings.load_key()  # the target alone is what is loaded now
+            self._models_chosen(self.models.loaded_paths[0] or self.effective_settings().target.path, "")
+            self.models.loaded_key = self.effective_settings().load_key()  # the target alone is loaded now
             self.models.unload_draft()
         else:
             self.models.unload()
@@ -386,6 +439,7 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _on_load_failed(self, message: str) -> None:
+        self._cancel_waiting()
         self.status.set_progress(None)
         self.status.set_engine(None)
         self.status.models.setText("Model not loaded")
@@ -416,8 +470,7 @@ class MainWindow(QMainWindow):
     @Slot(str, str)
     def _on_starter_finished(self, target: str, draft: str) -> None:
         self.status.set_progress(None)
-        self.settings.target.path, self.settings.draft.path = target, draft
-        self.save_settings()
+        self._models_chosen(target, draft)
         self.load_models()
 
     @Slot(str)
@@ -448,9 +501,7 @@ class MainWindow(QMainWindow):
         def chosen(drafts: list) -> None:
             if getattr(self, "_shut", False):
                 return
-            self.settings.target.path = str(entry.path)
-            self.settings.draft.path = str(drafts[0].path) if drafts else ""
-            self.save_settings()
+            self._models_chosen(str(entry.path), str(drafts[0].path) if drafts else "")
             self.load_models()
 
         def failed(message: str) -> None:
@@ -489,6 +540,40 @@ class MainWindow(QMainWindow):
         self.server_panel.show()
         self.server_panel.raise_()
 
+    def open_chat_settings(self) -> None:
+        title = self.conversation.title if self.conversation else "New chat"
+        dialog = ChatSettingsDialog(self.chat_settings, self.settings, title, self)
+        if dialog.exec():
+            self.apply_chat_settings(dialog.result_chat(), dialog.presets)
+
+    def apply_chat_settings(self, chat: ChatSettings, presets: dict[str, str]) -> None:
+        if presets != self.settings.presets:
+            self.settings.presets = presets
+            self.save_settings()
+        self.set_chat_settings(chat)
+
+    def set_chat_settings(self, chat: ChatSettings) -> None:
+        """Remember what the conversation on screen chose (a new chat: when its first message is sent)."""
+        if self.conversation is None:
+            self.new_chat_settings = chat
+        else:
+            try:
+                self.store.set_chat_settings(self.conversation.id, chat.to_dict())
+            except STORE_WRITE_ERRORS as e:
+                self.chat_view.show_notice(write_problem(e, "this chat's settings"))
+                return
+            self.conversation.settings = chat.to_dict()
+        self._update_chat_button()
+        self.context.refresh()
+
+    def _update_chat_button(self) -> None:
+        lines = self.chat_settings.summary(self.settings.presets)
+        self.chat_settings_button.setText("This chat ●" if lines else "This chat")
+        self.chat_settings_button.setToolTip(
+            "This chat's system prompt, preset and sampling (Ctrl+Shift+,)"
+            + ("<br><br>" + "<br>".join(html.escape(line) for line in lines) if lines else "<br>It follows Settings.")
+        )
+
     def open_settings(self) -> None:
         dialog = SettingsDialog(self.settings, self.library, parent=self)
         dialog.download_requested.connect(self.open_downloader)
@@ -496,10 +581,15 @@ class MainWindow(QMainWindow):
             self.apply_settings(dialog.result_settings())
 
     def apply_settings(self, new: Settings) -> None:
-        reload = new.load_key() != self.models.loaded_key or self.models.state == EngineState.FAILED
         new_template = new.chat_template() != self.settings.chat_template()
+        models_changed = (new.target.path, new.draft.path) != (self.settings.target.path, self.settings.draft.path)
         self.settings = new
         self.save_settings()
+        if models_changed:  # chosen in Settings: for the chat on screen too
+            self._models_chosen(new.target.path, new.draft.path)
+        reload = (
+            self.effective_settings().load_key() != self.models.loaded_key or self.models.state == EngineState.FAILED
+        )
         if reload and new.target.path:
             self.answers.stop()
             self.load_models()
@@ -573,6 +663,7 @@ class MainWindow(QMainWindow):
         if conv is None:
             return
         self.answers.flush()  # the store holds what is streaming before it is read back
+        self._cancel_waiting()
         self.composer.cancel_edit()
         self.conversation = conv
         self.messages = self.store.messages(conv.id)
@@ -580,6 +671,15 @@ class MainWindow(QMainWindow):
         if job := self.answers.comparing:
             self._show_comparison(job.message_id, None, True)  # still comparing it
         self._update_title()
+        self._update_chat_button()
+        if missing := self.chat_settings.missing_model():
+            self.chat_view.show_notice(
+                f"This chat used {Path(missing).name}, which is no longer on this computer: it continues with "
+                f"{Path(self.settings.target.path).name or 'the model you choose'}.",
+                kind="info",
+            )
+        if not self._follow_chat_models():
+            self._update_picker()
         self.context.refresh()
         self.show_chat_if_ready()
         self.composer.input.setFocus()
@@ -589,9 +689,13 @@ class MainWindow(QMainWindow):
             self.show_chat()
 
     def new_conversation(self) -> None:
+        self._cancel_waiting()
         self.composer.cancel_edit()
         self.conversation = None
+        self.new_chat_settings = ChatSettings()  # a new chat starts from the app's settings
         self.messages = []
+        self._update_chat_button()
+        self._update_picker()
         self.chat_view.set_messages([])
         self.sidebar.list.setCurrentRow(-1)
         self._update_title()
@@ -689,7 +793,8 @@ class MainWindow(QMainWindow):
                 self.chat_view.set_messages(self.messages)
             else:
                 if self.conversation is None:
-                    self.conversation = self.store.create_conversation(title_from(text or attachments[0].name))
+                    title = title_from(text or attachments[0].name)
+                    self.conversation = self.store.create_conversation(title, self.new_chat_settings.to_dict())
                     self._update_title()
                 message = self.store.add_message(self.conversation.id, "user", text, attachments=attachments)
                 self.messages.append(message)
@@ -702,11 +807,51 @@ class MainWindow(QMainWindow):
         self._answer()
         return True
 
-    def _answer(self) -> None:
-        self.answers.ask(self.conversation.id, self.messages, self.settings)
+    def _answer(self, variant_of: int | None = None, replacing: int | None = None) -> Message | None:
+        """Answer the conversation on screen; if it chose other models than those loaded, after loading them.
+
+        replacing: the answer a regenerate hid; shown again if no new answer starts.
+        """
+        if self.models.state == EngineState.LOADING or self._follow_chat_models():
+            self._wait_for_models((self.conversation.id, variant_of, replacing))
+            return None
+        answer = self.answers.ask(self.conversation.id, self.messages, self.effective_settings(), variant_of)
+        if answer is None and replacing is not None:
+            self.show_variant(replacing, replacing)
+        return answer
+
+    def _wait_for_models(self, waiting: tuple[int, int | None, int | None] | None) -> None:
+        """An answer waits for its chat's models (None: no longer); the composer offers Stop meanwhile."""
+        self._answer_after_load = waiting
+        self._show_busy(self.busy)
+
+    def _cancel_waiting(self) -> None:
+        """The answer waiting for its models will not be written: a regenerated one comes back."""
+        if (waiting := self._answer_after_load) is None:
+            return
+        self._wait_for_models(None)
+        conversation_id, _variant_of, replaced = waiting
+        if replaced is not None:
+            if self.conversation is not None and self.conversation.id == conversation_id:
+                self.show_variant(replaced, replaced)
+            else:
+                self.store.show_variant(replaced)
+
+    def _show_busy(self, _busy: bool = False) -> None:
+        self.composer.set_busy(self.busy)
+        self.chat_view.set_busy(self.busy)
+
+    def stop_answer(self) -> None:
+        """Stop the answer, or the wait for its models (the models go on loading)."""
+        if self._answer_after_load is not None:
+            self._cancel_waiting()
+        else:
+            self.answers.stop()
 
     def stop_or_cancel(self) -> None:
         if self.busy:
+            self.stop_answer()
+        elif self.answers.comparing:
             self.answers.stop()
         else:
             self.composer.cancel_edit()
@@ -737,12 +882,39 @@ class MainWindow(QMainWindow):
     # -- regenerate, edit, copy ---------------------------------------------------------------
 
     def regenerate(self, message_id: int) -> None:
+        """Write the last answer again; the one it replaces stays as an alternate (‹ 1/2 ›)."""
         if self.busy or not self.messages or self.messages[-1].id != message_id:
             return
-        self.store.delete_messages_after(message_id, inclusive=True)
+        answer = self.messages[-1]
+        try:
+            self.store.hide_message(message_id)
+        except STORE_WRITE_ERRORS as e:
+            self.chat_view.show_notice(write_problem(e, "the answer"))
+            return
         self.messages.pop()
         self.chat_view.remove_message(message_id)
-        self._answer()
+        self._answer(variant_of=answer.group, replacing=message_id)
+
+    def show_variant(self, message_id: int, variant_id: int) -> None:
+        """Show another alternate of an answer in its place (‹ ›); later messages stay as they are."""
+        if self.busy or self.conversation is None:
+            return
+        try:
+            self.store.show_variant(variant_id)
+        except STORE_WRITE_ERRORS as e:
+            self.chat_view.show_notice(write_problem(e, "your choice of answer"))
+            return
+        shown = self.store.message(variant_id)
+        index = next((i for i, m in enumerate(self.messages) if m.id == message_id), None)
+        if shown is None:
+            return
+        if index is None:  # it was taken off the screen (a regenerate that did not start)
+            self.messages.append(shown)
+            self.chat_view.add_message(shown)
+        else:
+            self.messages[index] = shown
+            self.chat_view.replace_message(message_id, shown)
+        self.context.refresh()
 
     def regenerate_last(self) -> None:
         if self.messages and self.messages[-1].role == "assistant":
@@ -751,9 +923,12 @@ class MainWindow(QMainWindow):
     def edit_message(self, message_id: int) -> None:
         if self.busy:
             return
-        message = next((m for m in self.messages if m.id == message_id), None)
-        if message is not None and message.role == "user":
-            self.composer.start_edit(message_id, message.content, message.attachments)
+        index = next((i for i, m in enumerate(self.messages) if m.id == message_id), None)
+        if index is not None and self.messages[index].role == "user":
+            message = self.messages[index]
+            self.composer.start_edit(
+                message_id, message.content, message.attachments, later=len(self.messages) - index - 1
+            )
 
     def edit_last(self) -> None:
         last_user = next((m for m in reversed(self.messages) if m.role == "user"), None)

@@ -69,6 +69,13 @@ def build_menus(window) -> None:
 
     settings = bar.addMenu("&Settings")
     action(settings, "&Preferences…", window.open_settings, QKeySequence.StandardKey.Preferences)
+    action(
+        settings,
+        "&This chat…",
+        window.open_chat_settings,
+        "Ctrl+Shift+,",
+        "This chat's system prompt, preset and sampling",
+    )
     # Not every platform defines a Preferences key; Ctrl+, everywhere.
     window.addAction(shortcut_action(window, "Ctrl+,", window.open_settings))
 

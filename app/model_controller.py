@@ -43,6 +43,7 @@ class ModelController(QObject):
         self.loaded_key: tuple | None = None  # Settings.load_key() of the last load asked
         self.target_step_s = 0.0  # one plain decoding step of the target, as the load measured it
         self._target_path = ""
+        self.loaded_paths: tuple[str, str] = ("", "")  # the target and draft files of the last load asked
         host.worker.loaded.connect(self._on_loaded)
         host.worker.load_failed.connect(self._on_load_failed)
 
@@ -54,6 +55,7 @@ class ModelController(QObject):
         self.state = EngineState.LOADING
         self.loaded_key = settings.load_key()
         self._target_path = target.path
+        self.loaded_paths = (target.path, draft.path if draft is not None else "")
         self.load_guard.begin(target.path)
         target = target.with_(name=self.user_names(target.path))
         draft = draft.with_(name=self.user_names(draft.path)) if draft is not None else None
@@ -64,12 +66,14 @@ class ModelController(QObject):
         """Eject: free both models (on the engine thread, after what is queued there)."""
         worker = self.host.worker
         self.state, self.info, self.loaded_key = EngineState.NONE, None, None
+        self.loaded_paths = ("", "")
         self.host.dispatch(worker.close_engine)
         self.unloaded.emit()
 
     def unload_draft(self) -> None:
         """Free the draft model and keep the target; `ready` follows with the new EngineInfo."""
         worker = self.host.worker
+        self.loaded_paths = (self.loaded_paths[0], "")
 
         def drop() -> None:  # on the engine thread
             if worker.engine is not None and worker.engine.draft is not None:

@@ -45,6 +45,18 @@ RANGES: dict[str, tuple[float, float]] = {
     "text_scale": (0.7, 2.0),
 }
 THEMES = ("system", "light", "dark")
+# Examples a first start offers; the user edits or deletes them (app/chat_settings_dialog.py).
+_BUILTIN_PRESETS = {
+    "Concise": "Answer briefly and directly. Prefer short paragraphs or a list; no preamble, no summary.",
+    "Code helper": (
+        "You are an expert programmer. Answer with complete, working code in fenced blocks that name "
+        "the language, and explain only what is not obvious from the code."
+    ),
+    "Teacher": (
+        "Explain step by step for someone new to the topic. Start with the idea in one sentence, then a "
+        "small worked example, then the details."
+    ),
+}
 
 
 @dataclass
@@ -69,6 +81,8 @@ class Settings:
     max_tokens: int = _SAMPLING.max_tokens
     seed: int = -1  # -1: a fresh random seed per answer (recorded with the answer)
     system_prompt: str = ""
+    # System-prompt presets a chat can pick (name -> prompt), in the order shown; starts with a few examples.
+    presets: dict[str, str] = field(default_factory=lambda: dict(_BUILTIN_PRESETS))
     allow_amx: bool = False  # llama.cpp's AMX kernels crash on batched decoding (engine/llama/cpu_weights.py)
     show_token_colours: bool = False
     show_reasoning: bool = True  # a reasoning model's "Thinking" section above its answers

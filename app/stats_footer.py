@@ -109,6 +109,15 @@ def comparison_text(comparison: dict) -> str:
     return " · ".join(parts)
 
 
+def comparison_heading(comparison: dict) -> str:
+    """The heading of the plain-decoding text shown beside an answer."""
+    same = "the same text" if comparison.get("identical") else "a different text"
+    return (
+        f"Plain decoding (speculation off): {comparison.get('plain_tps', 0):.1f} tok/s, "
+        f"{comparison.get('plain_tokens', 0)} tokens, {same}"
+    )
+
+
 def compare_texts(a: str, b: str) -> tuple[bool, int]:
     """(identical, index of the first differing character or -1)."""
     if a == b:
@@ -119,6 +128,7 @@ def compare_texts(a: str, b: str) -> tuple[bool, int]:
 
 class StatsFooter(QWidget):
     compare_requested = Signal()
+    plain_text_toggled = Signal(bool)  # show the comparison's plain-decoding text beside the answer
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -169,11 +179,21 @@ class StatsFooter(QWidget):
         row.addStretch(1)
         layout.addLayout(row)
 
+        comparison_row = QHBoxLayout()
         self.comparison_label = QLabel()
         self.comparison_label.setWordWrap(True)
         self.comparison_label.setVisible(False)
         self.comparison_label.setTextFormat(Qt.TextFormat.RichText)
-        layout.addWidget(self.comparison_label)
+        comparison_row.addWidget(self.comparison_label, 1)
+        self.plain_button = QToolButton()
+        self.plain_button.setText("Side by side")
+        self.plain_button.setCheckable(True)
+        self.plain_button.setAutoRaise(True)
+        self.plain_button.setToolTip("Show the text plain decoding wrote beside this answer")
+        self.plain_button.setVisible(False)
+        self.plain_button.toggled.connect(self.plain_text_toggled)
+        comparison_row.addWidget(self.plain_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(comparison_row)
 
         self.details: DetailsPanel | None = None  # built on first open
         self._details_layout = layout
@@ -212,10 +232,13 @@ class StatsFooter(QWidget):
 
     def set_comparison(self, comparison: dict | None, running: bool = False) -> None:
         if running:
-            self.comparison_label.setText("Comparing: decoding this answer again with speculation off…")
+            self.comparison_label.setText(
+                "Comparing: decoding this answer again with speculation off… (you can go on chatting; Esc stops it)"
+            )
         elif comparison:
             self.comparison_label.setText(comparison_text(comparison))
         self.comparison_label.setVisible(running or bool(comparison))
+        self.plain_button.setVisible(not running and "plain_text" in (comparison or {}))
         self.compare_button.setEnabled(not running and bool(self.stats))
         if comparison and comparison is not self.comparison:
             self.comparison = comparison

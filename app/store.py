@@ -66,6 +66,14 @@ MIGRATIONS: list[list[str]] = [
     ["ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0"],
     # Files attached to a user message (app.attachments.Attachment.to_dict() each), JSON.
     ["ALTER TABLE messages ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'"],
+    [
+        # What a conversation chose for itself (app.chat_settings.ChatSettings.to_dict()), JSON.
+        "ALTER TABLE conversations ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'",
+        # Regenerated answers are kept as alternates: each names the first answer of its group,
+        # and one answer of a group is shown (and sent to the model) at a time.
+        "ALTER TABLE messages ADD COLUMN variant_of INTEGER",
+        "ALTER TABLE messages ADD COLUMN shown INTEGER NOT NULL DEFAULT 1",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -89,6 +97,7 @@ class Conversation:
     updated: float
     pinned: bool = False
     snippet: str = ""  # in search results: the matching text with a little around it
+    settings: dict = field(default_factory=dict)  # its own choices (app.chat_settings.ChatSettings)
 
 
 @dataclass
@@ -107,6 +116,12 @@ class Message:
     tokens: list[Token] = field(default_factory=list)
     reasoning: str = ""  # the model's thinking before its answer (not part of content)
     attachments: list[Attachment] = field(default_factory=list)  # files quoted before content
+    variant_of: int | None = None  # a regenerated answer: the first answer of its group
+    variants: list[int] = field(default_factory=list)  # the ids of its group, oldest first ([] or [id]: alone)
+
+    @property
+    def group(self) -> int:
+        return self.variant_of or self.id
 
 
 class Store:
@@ -176,7 +191,7 @@ class Store:
             pattern = "%" + _escape_like(term) + "%"
             first_match = (
                 "SELECT m.content FROM messages m WHERE m.conversation_id = conversations.id"
-                " AND m.content LIKE ? ESCAPE '\\' ORDER BY m.id LIMIT 1"
+                " AND m.shown = 1 AND m.content LIKE ? ESCAPE '\\' ORDER BY m.id LIMIT 1"
             )
             sql = (
                 f"SELECT * FROM (SELECT {_CONVERSATION_COLUMNS}, ({first_match}) AS hit FROM conversations"
@@ -197,13 +212,18 @@ class Store:
         with self._tx():
             self.db.execute("UPDATE conversations SET pinned = ? WHERE id = ?", (int(pinned), conversation_id))
 
-    def create_conversation(self, title: str) -> Conversation:
+    def set_chat_settings(self, conversation_id: int, settings: dict) -> None:
+        with self._tx():
+            self.db.execute("UPDATE conversations SET settings = ? WHERE id = ?", (_json(settings), conversation_id))
+
+    def create_conversation(self, title: str, settings: dict | None = None) -> Conversation:
         now = time.time()
         with self._tx():
             cur = self.db.execute(
-                "INSERT INTO conversations (title, created, updated) VALUES (?, ?, ?)", (title, now, now)
+                "INSERT INTO conversations (title, created, updated, settings) VALUES (?, ?, ?, ?)",
+                (title, now, now, _json(settings or {})),
             )
-        return Conversation(cur.lastrowid, title, now, now)
+        return Conversation(cur.lastrowid, title, now, now, settings=dict(settings or {}))
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         with self._tx():
@@ -228,21 +248,31 @@ class Store:
     # -- messages ---------------------------------------------------------------------------
 
     def messages(self, conversation_id: int) -> list[Message]:
+        """The conversation as shown: of each group of alternate answers, the one chosen."""
         rows = self.db.execute(
-            "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+            "SELECT * FROM messages WHERE conversation_id = ? AND shown = 1 ORDER BY id", (conversation_id,)
         ).fetchall()
         messages = [_message(row) for row in rows]
         by_id = {m.id: m for m in messages}
         tokens = self.db.execute(
             "SELECT t.message_id, t.text, t.source, t.round FROM tokens t JOIN messages m ON m.id = t.message_id"
-            " WHERE m.conversation_id = ? ORDER BY t.message_id, t.idx",
+            " WHERE m.conversation_id = ? AND m.shown = 1 ORDER BY t.message_id, t.idx",
             (conversation_id,),
         )
         for message_id, text, source, round_ in tokens:
             by_id[message_id].tokens.append(Token(text, source, round_))
+        groups: dict[int, list[int]] = {}
+        for message_id, group in self.db.execute(
+            "SELECT id, COALESCE(variant_of, id) FROM messages WHERE conversation_id = ? ORDER BY id",
+            (conversation_id,),
+        ):
+            groups.setdefault(group, []).append(message_id)
+        for message in messages:
+            message.variants = groups.get(message.group, [message.id])
         return messages
 
     def message(self, message_id: int) -> Message | None:
+        """Any message by id, shown or an alternate not chosen."""
         row = self.db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         if row is None:
             return None
@@ -253,7 +283,31 @@ class Store:
                 "SELECT text, source, round FROM tokens WHERE message_id = ? ORDER BY idx", (message_id,)
             )
         ]
+        message.variants = self._variants(message.group)
         return message
+
+    def _variants(self, group: int) -> list[int]:
+        return [
+            r[0]
+            for r in self.db.execute(
+                "SELECT id FROM messages WHERE id = ? OR variant_of = ? ORDER BY id", (group, group)
+            )
+        ]
+
+    def hide_message(self, message_id: int) -> None:
+        """Keep an answer as an alternate not shown (before it is regenerated)."""
+        with self._tx():
+            self.db.execute("UPDATE messages SET shown = 0 WHERE id = ?", (message_id,))
+
+    def show_variant(self, message_id: int) -> None:
+        """Show this answer in place of the other alternates of its group."""
+        row = self.db.execute("SELECT COALESCE(variant_of, id) FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            return
+        with self._tx():
+            self.db.execute(
+                "UPDATE messages SET shown = (id = ?) WHERE id = ? OR variant_of = ?", (message_id, row[0], row[0])
+            )
 
     def add_message(
         self,
@@ -264,12 +318,14 @@ class Store:
         complete: bool = True,
         params: dict | None = None,
         attachments: Sequence[Attachment] = (),
+        variant_of: int | None = None,
     ) -> Message:
+        """variant_of: an answer written again: the first answer of the group it joins."""
         now = time.time()
         with self._tx():
             cur = self.db.execute(
-                "INSERT INTO messages (conversation_id, role, content, complete, params, attachments, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO messages (conversation_id, role, content, complete, params, attachments, variant_of,"
+                " created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     conversation_id,
                     role,
@@ -277,11 +333,12 @@ class Store:
                     int(complete),
                     _json(params or {}),
                     _json([a.to_dict() for a in attachments]),
+                    variant_of,
                     now,
                 ),
             )
             self._touch(conversation_id)
-        return Message(
+        message = Message(
             cur.lastrowid,
             conversation_id,
             role,
@@ -290,7 +347,10 @@ class Store:
             params=params or {},
             created=now,
             attachments=list(attachments),
+            variant_of=variant_of,
         )
+        message.variants = self._variants(message.group)
+        return message
 
     def append_tokens(
         self,
@@ -394,6 +454,7 @@ def _message(row: sqlite3.Row) -> Message:
         created=row["created"],
         reasoning=row["reasoning"],
         attachments=[Attachment.from_dict(a) for a in _load(row["attachments"]) or [] if isinstance(a, dict)],
+        variant_of=row["variant_of"],
     )
 
 
@@ -410,13 +471,15 @@ def _load(text: str | None):
         return None
 
 
-_CONVERSATION_COLUMNS = "id, title, created, updated, pinned"
+_CONVERSATION_COLUMNS = "id, title, created, updated, pinned, settings"
 
 
 def _conversation(row, term: str) -> Conversation:
-    *columns, hit = row
+    *columns, settings, hit = row
     conv = Conversation(*columns)
     conv.pinned = bool(conv.pinned)
+    loaded = _load(settings)
+    conv.settings = loaded if isinstance(loaded, dict) else {}
     conv.snippet = snippet(hit, term) if hit and term else ""
     return conv
 

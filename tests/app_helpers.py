@@ -76,3 +76,8 @@ def ask(qtbot, window, text: str, wait: bool = True):
 
 def wait_answer(qtbot, window) -> None:
     qtbot.waitUntil(lambda: not window.busy, timeout=ANSWER_TIMEOUT_MS)
+
+
+def wait_comparison(qtbot, window) -> None:
+    """Until a compare-with-plain rerun ends (it runs beside the chat: window.busy stays False)."""
+    qtbot.waitUntil(lambda: window.answers.comparing is None, timeout=ANSWER_TIMEOUT_MS)

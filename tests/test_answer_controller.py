@@ -72,6 +72,7 @@ class Seen:
         "answer_ended",
         "comparison_changed",
         "notice",
+        "status_message",
     ]
 
     def __init__(self, answers: AnswerController, models: ModelController):
@@ -202,24 +203,33 @@ def test_stop_during_a_comparison_stops_the_rerun_and_keeps_the_answer_as_it_was
     assert seen.named("answer_ended") == []  # a comparison is not an answer
 
 
-def test_regenerating_while_a_comparison_runs_waits_and_the_comparison_is_kept(rig):
+def test_asking_while_a_comparison_runs_stops_it_and_answers_at_once(rig):
     host, store, _models, answers, settings, conv, messages, seen = rig
     answer = answered(rig, gen_s=1.0)
     answers.compare(answer, messages[:1])
     compare = host.requests[-1]
     seen.clear()
 
-    assert answers.ask(conv.id, messages[:1], settings) is None  # refused: one job at a time
-    assert host.requests[-1] is compare and seen.events == []
-    assert [m.id for m in store.messages(conv.id)] == [m.id for m in messages]  # nothing added
+    regenerated = answers.ask(conv.id, messages[:1], settings, variant_of=answer.id)  # chatting does not wait
 
-    host.done(compare, "2, 3, 5", gen_s=2.0)  # the plain rerun took twice as long
-    comparison = store.message(answer.id).comparison
-    assert comparison["identical"] and comparison["measured_speedup"] == pytest.approx(2.0)
-    assert seen.named("comparison_changed") == [(answer.id, comparison, False)]
-
-    regenerated = answers.ask(conv.id, messages[:1], settings)  # now it goes
+    assert compare.cancel.is_set() and host.stopped == [compare.id]
     assert regenerated is not None and host.requests[-1].purpose == "answer"
+    assert regenerated.variant_of == answer.id and regenerated.variants == [answer.id, regenerated.id]
+    assert seen.named("comparison_changed") == [(answer.id, None, False)]  # the answer shows no half result
+    assert "Comparison stopped" in seen.named("status_message")[0][0]
+    assert answers.active is not None and answers.comparing is None
+    host.done(compare, "2,", reason=FinishReason.CANCELLED)  # its late end changes nothing
+    assert answers.active is not None and store.message(answer.id).comparison is None
+    assert seen.named("answer_ended") == []
+
+
+def test_a_second_comparison_is_refused_with_a_notice(rig):
+    _host, _store, _models, answers, _settings, _conv, messages, seen = rig
+    answer = answered(rig)
+    assert answers.compare(answer, messages[:1])
+    seen.clear()
+    assert not answers.compare(answer, messages[:1])
+    assert "running already" in seen.named("notice")[0][0]
 
 
 def test_a_comparison_that_fails_says_so_and_shows_no_figure(rig):

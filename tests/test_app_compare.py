@@ -5,7 +5,7 @@ comparison that survives the user switching conversations while it runs."""
 import re
 from pathlib import Path
 
-from tests.app_helpers import ask, make_window, smol_settings, wait_answer  # noqa: F401 (a fixture)
+from tests.app_helpers import ask, make_window, smol_settings, wait_answer, wait_comparison  # noqa: F401 (a fixture)
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 # The README's definition of the estimate (its table of figures under each answer).
@@ -22,7 +22,7 @@ def test_a_comparison_that_ends_in_another_conversation_is_kept(qtbot, make_wind
     window.chat_view.message_widget(answer.id).footer.compare_button.click()
     assert window.answers.comparing is not None
     window.new_conversation()  # away while the plain rerun runs
-    wait_answer(qtbot, window)
+    wait_comparison(qtbot, window)
 
     comparison = window.store.message(answer.id).comparison
     assert comparison is not None and comparison["measured_speedup"] > 0 and comparison["plain_tps"] > 0
@@ -51,3 +51,39 @@ def test_the_details_show_the_numbers_that_make_the_estimate(qtbot, make_window,
 
     tip = footer.figure_labels[0].toolTip()
     assert METHOD in tip and METHOD in README.read_text(encoding="utf-8")  # one method, described alike
+
+
+def test_compare_runs_beside_the_chat_and_shows_the_plain_text_side_by_side(qtbot, make_window, smollm2_path):
+    window = make_window(smol_settings(smollm2_path, max_tokens=48))
+    answer = ask(qtbot, window, "List the first ten prime numbers.")
+    widget = window.chat_view.message_widget(answer.id)
+    widget.footer.compare_button.click()
+    # The chat is not blocked: the composer offers Send, and the comparison says how to stop it.
+    assert window.answers.comparing is not None and not window.busy
+    assert window.composer.button.text() == "Send" and "go on chatting" in widget.footer.comparison_label.text()
+    wait_comparison(qtbot, window)
+    comparison = window.store.message(answer.id).comparison
+    assert comparison["plain_text"] and comparison["identical"] == (comparison["plain_text"] == answer.content)
+    plain = widget.footer.plain_button
+    assert plain.isVisible() and not plain.isChecked()
+    plain.click()
+    panel = widget.plain_panel
+    assert panel is not None and panel.isVisible() and panel.text.toPlainText() == comparison["plain_text"]
+    assert "Plain decoding" in panel.heading.text() and f"{comparison['plain_tokens']} tokens" in panel.heading.text()
+    # Beside the answer in a wide window, under it in a narrow one.
+    window.resize(1600, 1000)
+    qtbot.waitUntil(lambda: panel.x() > widget.body.x() and abs(panel.y() - widget.body.y()) < 5)
+    window.resize(700, 600)
+    qtbot.waitUntil(lambda: panel.y() > widget.body.y() + widget.body.height() - 1)
+    plain.click()
+    assert not panel.isVisible()
+
+    # Sending while a comparison runs stops it and answers at once (sent in the same tick: it cannot have ended).
+    widget.footer.compare_button.click()
+    assert window.answers.comparing is not None
+    assert window.send_message("Thanks!")
+    assert window.answers.comparing is None and window.answers.active is not None
+    assert "Comparison stopped" in window.status.currentMessage()
+    wait_answer(qtbot, window)
+    assert window.messages[-1].role == "assistant" and window.messages[-1].complete
+    assert window.store.message(answer.id).comparison == comparison  # the earlier measurement is kept

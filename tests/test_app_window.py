@@ -10,7 +10,7 @@ from PySide6.QtGui import QGuiApplication
 from app.model_controller import EngineState
 from app.store import Store
 from engine.decoding.stats import AnswerStats
-from tests.app_helpers import ask, make_window, smol_settings, wait_answer  # noqa: F401 (a fixture)
+from tests.app_helpers import ask, make_window, smol_settings, wait_answer, wait_comparison  # noqa: F401 (a fixture)
 
 LONG = "Count from 1 to 300, one number per line."
 
@@ -85,27 +85,50 @@ def test_stop_button_takes_effect(qtbot, make_window, smollm2_path):
     assert window.messages[-1].finish_reason == "cancelled"
 
 
-def test_regenerate_and_edit_and_resend(qtbot, make_window, smollm2_path):
+def test_regenerate_keeps_alternates_and_any_message_can_be_edited(qtbot, make_window, smollm2_path):
     window = make_window(smol_settings(smollm2_path, max_tokens=24, temperature=0.8))
     first = ask(qtbot, window, "Name a colour.")
     widget = window.chat_view.message_widget(first.id)
-    assert widget.regenerate_button.isVisible()
+    assert widget.regenerate_button.isVisible() and not widget.variant_label.isVisible()
+    first_figures = widget.footer.figure_texts()
     widget.regenerate_button.click()
     wait_answer(qtbot, window)
     second = window.messages[-1]
     assert second.id != first.id and second.complete and second.role == "assistant"
-    assert window.store.message(first.id) is None
     assert first.id not in window.chat_view.widgets
     assert second.params["sampling"]["seed"] != first.params["sampling"]["seed"]  # a fresh seed per answer
+    # The first answer is kept as an alternate: ‹ 2/2 ›, and ‹ goes back to it with its statistics.
+    assert window.store.message(first.id).content == first.content
+    widget = window.chat_view.message_widget(second.id)
+    assert widget.variant_label.isVisible() and widget.variant_label.text() == "2/2"
+    assert widget.previous_button.isEnabled() and not widget.next_button.isEnabled()
+    widget.previous_button.click()
+    assert window.messages[-1].id == first.id and window.messages[-1].content == first.content
+    back = window.chat_view.message_widget(first.id)
+    assert back.variant_label.text() == "1/2" and back.footer.figure_texts() == first_figures
+    assert second.id not in window.chat_view.widgets
+    assert [m.id for m in window.store.messages(window.conversation.id)] == [window.messages[0].id, first.id]
+    # Regenerating from the first adds a third; all three survive a reopen.
+    back.regenerate_button.click()
+    wait_answer(qtbot, window)
+    third = window.messages[-1]
+    assert window.chat_view.message_widget(third.id).variant_label.text() == "3/3"
+    assert window.store.messages(window.conversation.id)[-1].variants == [first.id, second.id, third.id]
 
-    user = window.messages[-2]
-    window.chat_view.message_widget(user.id).edit_button.click()
+    # Any message of yours can be edited, not only the last; sending replaces what follows it.
+    ask(qtbot, window, "And a fruit?")
+    user = window.messages[0]
+    edit = window.chat_view.message_widget(user.id).edit_button
+    assert edit.isVisible() and edit.isEnabled()
+    edit.click()
     assert window.composer.text() == "Name a colour." and window.composer.banner.isVisible()
+    assert "replaces the 3 messages after it" in window.composer.banner_label.text()
     window.composer.input.selectAll()
     answer = ask(qtbot, window, "Name a fruit.")
     stored = window.store.messages(window.conversation.id)
     assert [m.role for m in stored] == ["user", "assistant"]
     assert stored[0].content == "Name a fruit." and stored[1].id == answer.id and answer.complete
+    assert stored[1].variants == [answer.id]  # the old alternates went with the answers they belonged to
     assert not window.composer.banner.isVisible()
 
 
@@ -158,8 +181,8 @@ def test_compare_with_plain_decoding_shows_the_measured_speedup(qtbot, make_wind
     answer = ask(qtbot, window, "List the first ten prime numbers.")
     widget = window.chat_view.message_widget(answer.id)
     widget.footer.compare_button.click()
-    assert window.busy
-    wait_answer(qtbot, window)
+    assert window.answers.comparing is not None
+    wait_comparison(qtbot, window)
     comparison = window.store.message(answer.id).comparison
     assert comparison["measured_speedup"] > 0 and comparison["plain_tps"] > 0
     assert isinstance(comparison["identical"], bool)

@@ -50,6 +50,11 @@ def test_every_control_is_in_view_from_640_px_up(qtbot, make_window, smollm2_pat
         assert not clipped, f"at {width} px: {clipped}"
         picker = window.model_picker
         header = [window.colours_button, window.settings_button, window.composer.button, picker.eject_button]
-        header += [picker.target_combo, picker.draft_combo]
+        header += [
+            picker.target_combo,
+            picker.draft_combo,
+            window.composer.chat_settings_button,
+            window.composer.attach_button,
+        ]
         assert not [b.text() for b in header if outside(b, window)], f"at {width} px"
         assert window.status.memory.isVisible() and not outside(window.status.memory, window.status)

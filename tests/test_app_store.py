@@ -115,6 +115,34 @@ def test_delete_messages_after_keeps_the_ones_before(db):
     assert [m.id for m in db.messages(conv.id)] == [first.id]
 
 
+def test_regenerated_answers_are_kept_as_alternates_and_one_is_shown(db):
+    conv = db.create_conversation("t")
+    question = db.add_message(conv.id, "user", "Name a colour.")
+    first = db.add_message(conv.id, "assistant", "Teal")
+    db.hide_message(first.id)
+    second = db.add_message(conv.id, "assistant", "Crimson", variant_of=first.id)
+    assert second.variants == [first.id, second.id]
+    shown = db.messages(conv.id)
+    assert [m.content for m in shown] == ["Name a colour.", "Crimson"] and shown[1].variants == [first.id, second.id]
+    assert [c.id for c in db.conversations("teal")] == []  # an alternate not shown is not a search hit
+    db.show_variant(first.id)
+    assert [m.content for m in db.messages(conv.id)] == ["Name a colour.", "Teal"]
+    assert db.message(second.id).content == "Crimson" and db.message(second.id).variants == [first.id, second.id]
+    assert [c.id for c in db.conversations("teal")] == [conv.id]
+    db.delete_messages_after(question.id)  # editing the question: every alternate goes
+    assert db.message(first.id) is None and db.message(second.id) is None
+
+
+def test_a_conversation_keeps_its_own_settings(db):
+    conv = db.create_conversation("t", {"preset": "Concise", "system_prompt": "Be brief."})
+    assert db.conversation(conv.id).settings == {"preset": "Concise", "system_prompt": "Be brief."}
+    db.set_chat_settings(conv.id, {"sampling": {"temperature": 0.2}})
+    assert db.conversations()[0].settings == {"sampling": {"temperature": 0.2}}
+    with db._tx():  # a damaged value reads as no settings of its own
+        db.db.execute("UPDATE conversations SET settings = 'not json' WHERE id = ?", (conv.id,))
+    assert db.conversation(conv.id).settings == {}
+
+
 def test_titles_and_history():
     assert title_from("  \n Why is the sky blue?\nmore") == "Why is the sky blue?"
     long = title_from("word " * 40)

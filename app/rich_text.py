@@ -407,6 +407,7 @@ class MessageBody(QWidget):
             self._layout.removeWidget(widget)
             widget.hide()
             widget.deleteLater()
+        del self._segments[kept:]  # gone from the list too: the loop below appends after what is kept
         for i, segment in enumerate(segments):
             if i >= kept:
                 self._segments.append((segment, self._add_segment(segment)))

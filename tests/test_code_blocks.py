@@ -1,6 +1,7 @@
 """Code blocks: syntax colours from Pygments, the frame as soon as a fence streams in, long lines
 scrolling inside the block."""
 
+from PySide6.QtCore import QEvent
 from PySide6.QtGui import QColor, QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QApplication
 
@@ -104,3 +105,23 @@ def test_code_is_given_more_width_than_prose(qtbot):
     # In a narrow message, both take the width there is.
     body.resize(500, 400)
     qtbot.waitUntil(lambda: block.width() <= 500 and all(p.width() >= 480 for p in panes), timeout=3_000)
+
+
+def test_an_answer_that_starts_with_a_code_fence_streams_without_losing_its_panes(qtbot):
+    # The empty prose pane shown before the first token gives way to a code block: the pane must
+    # leave the body's list of segments too, or the next token is appended to a deleted pane.
+    body = MessageBody()
+    qtbot.addWidget(body)
+    body.set_content("", [], streaming=True, colours=False)
+    body.show()
+    pieces = ["```", "python\n", "print(1)\n", "```\n", "Done", " now."]
+    for i, piece in enumerate(pieces):
+        body.append([Token(piece, "target", i)])
+        QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)  # as the event loop between tokens
+    body.finish("".join(pieces), [])
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)  # and the finished answer renders from scratch without a dead pane
+    [block] = body.findChildren(CodeBlock)
+    qtbot.waitUntil(block.isVisible, timeout=3_000)
+    assert "print(1)" in block.view.toPlainText()
+    panes = [p for p in body.findChildren(TextPane) if p.isVisible() and not block.isAncestorOf(p)]
+    assert [p.toPlainText() for p in panes] == ["Done now."]

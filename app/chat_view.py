@@ -27,7 +27,7 @@ from app import theme
 from app.acceptance_chart import DRAFTER_LABELS
 from app.attachment_chips import AttachmentChips
 from app.elided_label import ElidedLabel
-from app.rich_text import MessageBody, TextPane
+from app.rich_text import MessageBody
 from app.stats_footer import StatsFooter, comparison_heading
 from app.store import Message, Token
 from app.thinking_view import ThinkingSection
@@ -35,7 +35,7 @@ from engine import AnswerStats
 
 FRAME_MS = 16  # about 60 screen updates a second, whatever the token rate
 MAX_WIDTH_EM = 84  # the message column: code blocks use all of it (prose is narrower, see rich_text)
-SIDE_BY_SIDE_EM = 56  # a message at least this wide shows a comparison's plain text beside the answer
+SIDE_BY_SIDE_EM = 64  # a message at least this wide shows a comparison's plain text beside the answer
 
 
 def message_state(message: Message, streaming: bool) -> str:
@@ -345,12 +345,12 @@ class PlainTextPanel(QFrame):
         self.heading.setWordWrap(True)
         theme.tint(self.heading)
         layout.addWidget(self.heading)
-        self.text = TextPane(self)
-        layout.addWidget(self.text)
+        self.body = MessageBody(self)  # rendered as the answer is: Markdown, code blocks
+        layout.addWidget(self.body)
 
     def set_comparison(self, comparison: dict) -> None:
         self.heading.setText(comparison_heading(comparison))
-        self.text.setPlainText(comparison.get("plain_text", ""))
+        self.body.set_content(comparison.get("plain_text", ""), [], streaming=False, colours=False)
 
 
 def error_html(text: str) -> str:

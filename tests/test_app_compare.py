@@ -68,7 +68,7 @@ def test_compare_runs_beside_the_chat_and_shows_the_plain_text_side_by_side(qtbo
     assert plain.isVisible() and not plain.isChecked()
     plain.click()
     panel = widget.plain_panel
-    assert panel is not None and panel.isVisible() and panel.text.toPlainText() == comparison["plain_text"]
+    assert panel is not None and panel.isVisible() and panel.body.plain_text() == comparison["plain_text"]
     assert "Plain decoding" in panel.heading.text() and f"{comparison['plain_tokens']} tokens" in panel.heading.text()
     # Beside the answer in a wide window, under it in a narrow one.
     window.resize(1600, 1000)

@@ -44,6 +44,7 @@ class ChatSettingsDialog(QDialog):
         self.presets = dict(settings.presets)  # edited here; the window saves them with OK
         self.chat = chat
         layout = QVBoxLayout(self)
+        self.setMinimumWidth(self.fontMetrics().horizontalAdvance("M") * 44)  # room for a prompt's lines
 
         prompt_box = QGroupBox("System prompt")
         prompt_layout = QVBoxLayout(prompt_box)

@@ -8,11 +8,14 @@ The public API, by what a caller does:
   `TokenSource`, `GPU_LAYERS_AUTO`, `GPU_LAYERS_ALL`;
 - read a round: `Round` (in `AnswerStats.rounds` and `RoundEvent.round`), `DrafterKind`;
 - fail clearly: `EngineError` and its kinds in `engine.errors`;
-- manage models (no model loaded): `engine.models` (library, hub, download, starter).
+- manage models (no model loaded): `engine.models` (library, hub, download, starter);
+- the user's history index (drafts from earlier conversations): `Engine(history_dir=...)` opens it,
+  `Engine.chat(remember=...)` adds to it; with no model loaded, `engine.history.store`
+  (`forget_everywhere`, `erase_everywhere`, `disk_bytes`) and `engine.paths.history_dir()`.
 
 Inside, in layers (pyproject.toml's import contracts hold them): the entry points `cli` and `bench`
-use `decoding` (rounds of speculation) and `models`; `decoding` uses `llama` (llama.cpp, placement)
-and `chat` (prompt formats, text out); all of them use `gguf` (the file format), and at the bottom
+use `decoding` (rounds of speculation) and `models`; `decoding` uses `llama` (llama.cpp, placement),
+`chat` (prompt formats, text out) and `history` (the suffix index of earlier conversations); all of them use `gguf` (the file format), and at the bottom
 `config`, `errors`, `paths`. `decoding` and `models` never import each other.
 
 Names resolve on first use, so `import engine` loads neither llama.cpp nor numpy.

@@ -21,6 +21,7 @@ class DrafterKind(str, Enum):
 
     DRAFT_MODEL = "draft"  # the small draft model
     LOOKUP = "lookup"  # prompt lookup
+    HISTORY = "history"  # the user's earlier conversations (engine/history)
     NONE = "none"  # nothing drafted: the round is one plain target step
 
 
@@ -30,6 +31,7 @@ class TokenSource(str, Enum):
     TARGET = "target"  # sampled by the target itself (plain step, correction or bonus)
     DRAFT_MODEL = "draft"  # proposed by the draft model and accepted by the target
     LOOKUP = "lookup"  # proposed by prompt lookup and accepted by the target
+    HISTORY = "history"  # continued from the user's earlier conversations and accepted by the target
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class SpecParams:
     draft_p_min: float | None = None
     lookup_ngram_max: int = 4
     lookup_ngram_min: int = 1
+    # Auto may also draft from the user's earlier conversations (when the engine has a history index).
+    history: bool = True
     # Verify draft-model tokens by sample-and-match (keep x iff the target's own sample is x)
     # instead of the rejection rule. Also lossless, but accepts less; kept for the benchmark.
     sample_and_match: bool = False

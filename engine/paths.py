@@ -22,3 +22,8 @@ def models_dir() -> Path:
     path = data_dir() / "models"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def history_dir() -> Path:
+    """The user's history indexes (engine/history), one folder per vocabulary: only ever on this machine."""
+    return data_dir() / "history"

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from engine.chat.prompt_tokens import PromptTokenizer
 from engine.chat.reasoning import ReasoningSplitter
@@ -20,8 +21,9 @@ from engine.errors import ContextFullError, ModelLoadError, OperationCancelled
 from engine.gguf.header import read_header
 from engine.gguf.names import display_name
 from engine.gguf.pairing import check_compatible
+from engine.history import store as history_store
 from engine.llama import backends, offload
-from engine.llama.runner import Cancelled, ModelRunner
+from engine.llama.runner import Cancelled, ModelRunner, common_prefix
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +77,13 @@ class Engine:
         draft: ModelSpec | None = None,
         progress: Callable[[str, float], None] | None = None,
         cancel: threading.Event | None = None,
+        history_dir: Path | None = None,
+        history_max_tokens: int = history_store.DEFAULT_MAX_TOKENS,
     ):
         """Load the models and measure this machine.
+
+        history_dir, when given, holds the user's history indexes, one folder per vocabulary: the
+        target's is opened, auto drafts from it, and chat(remember=...) adds to it.
 
         cancel, when set from another thread, abandons the load within one tensor (llama.cpp
         asks the progress callback between tensors) or one calibration decode, and raises
@@ -98,6 +105,8 @@ class Engine:
             # Refuse an incompatible draft from the headers, before spending time loading it.
             check_compatible(target_info, draft_info)
         self.draft = None
+        self.history = None
+        self.history_dir = Path(history_dir) if history_dir is not None else None
         self.gpu = backends.ensure_loaded().gpu
         target, draft, note = _place_on_gpu(target, target_info, draft, draft_info, self.gpu)
         self.gpu_notes = [note] if note else []
@@ -109,8 +118,12 @@ class Engine:
             for runner in (self.target, self.draft):
                 if runner is not None:
                     runner.cancel_event = cancel  # calibration decodes stop at the next one
+            if self.history_dir is not None:
+                self.history = history_store.HistoryIndex(
+                    self.history_dir / target_info.vocab_fingerprint, self.target.n_vocab, history_max_tokens
+                )
             try:
-                self.speculator = Speculator(self.target, self.draft)
+                self.speculator = Speculator(self.target, self.draft, history=self.history)
             except Cancelled:
                 raise OperationCancelled("Loading the models was cancelled.") from None
             finally:
@@ -166,6 +179,8 @@ class Engine:
         self.draft = None
 
     def close(self) -> None:
+        if getattr(self, "history", None) is not None:
+            self.history.close()
         for runner in (getattr(self, "draft", None), getattr(self, "target", None)):
             if runner is not None:
                 runner.close()
@@ -189,8 +204,13 @@ class Engine:
         sampling: SamplingParams | None = None,
         spec: SpecParams | None = None,
         cancel: threading.Event | None = None,
+        remember: int | None = None,
     ) -> Iterator[Event]:
-        """Stream the assistant's answer to a conversation (the last message is the user's)."""
+        """Stream the assistant's answer to a conversation (the last message is the user's).
+
+        remember: the conversation's id, to add the question and a finished answer to the history
+        index (None: this answer is not the user's history, e.g. a benchmark or a comparison rerun).
+        """
         t_request = time.perf_counter()
         sampling = sampling or SamplingParams()
         spec = spec or SpecParams()
@@ -204,7 +224,30 @@ class Engine:
             return
         opening, closing = self.formatter.reasoning_markers
         splitter = ReasoningSplitter(opening, closing, thinking=self.formatter.opens_reasoning)
-        yield from self.speculator.stream(prompt, sampling, spec, cancel, stats, t_request, splitter)
+        for event in self.speculator.stream(prompt, sampling, spec, cancel, stats, t_request, splitter):
+            if isinstance(event, DoneEvent) and remember is not None:
+                self._remember(remember, messages, prompt, event.finish_reason)
+            yield event
+
+    def _remember(self, conversation: int, messages: Sequence[ChatMessage], prompt: list[int], finish) -> None:
+        """Add the last turn (from where the question begins) and its answer to the history index."""
+        if self.history is None or finish not in (FinishReason.STOP, FinishReason.LENGTH):
+            return
+        try:
+            before = self.prompt_tokens(messages[:-1]) if len(messages) > 1 else []
+        except Exception:  # noqa: BLE001 - a template that cannot render the earlier turns alone
+            before = []
+        start = common_prefix(before, prompt)
+        self.history.add(conversation, prompt[start:] + self.speculator.last_answer)
+
+    def forget_history(self, conversation: int | None) -> None:
+        """Remove a conversation's tokens from every vocabulary's history index (None: erase them all)."""
+        if self.history_dir is None:
+            return
+        if conversation is None:
+            history_store.erase_everywhere(self.history_dir, self.history)
+        else:
+            history_store.forget_everywhere(self.history_dir, conversation, self.history)
 
     def complete(
         self,

@@ -1,7 +1,7 @@
-"""Where draft tokens come from: the draft model, or prompt lookup. One small interface.
+"""Where draft tokens come from: the draft model, prompt lookup, or the user's history. One small interface.
 
 A Draft carries the proposed tokens and, for a sampled draft model, the distributions they were
-drawn from (the rejection rule needs p_draft). Lookup drafts are deterministic: p_draft is None.
+drawn from (the rejection rule needs p_draft). Lookup and history drafts are deterministic: p_draft is None.
 """
 
 from __future__ import annotations
@@ -15,7 +15,14 @@ import numpy as np
 from engine.config import DrafterKind, SamplingParams, TokenSource
 from engine.decoding.lookup import NgramIndex
 from engine.decoding.sampling import Distribution, distribution, greedy_token
+from engine.history.store import NO_PROPOSAL, HistoryIndex, Proposal
 from engine.llama.runner import ModelRunner
+
+_SOURCES = {
+    DrafterKind.LOOKUP: TokenSource.LOOKUP,
+    DrafterKind.HISTORY: TokenSource.HISTORY,
+    DrafterKind.DRAFT_MODEL: TokenSource.DRAFT_MODEL,
+}
 
 
 @dataclass
@@ -30,7 +37,7 @@ class Draft:
 
     @property
     def source(self) -> TokenSource:
-        return TokenSource.LOOKUP if self.drafter == DrafterKind.LOOKUP else TokenSource.DRAFT_MODEL
+        return _SOURCES.get(self.drafter, TokenSource.DRAFT_MODEL)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -53,6 +60,30 @@ class LookupDrafter:
     @property
     def last_match_size(self) -> int:
         return self.index.last_match_size
+
+
+class HistoryDrafter:
+    """The most frequent continuation, in the user's earlier conversations, of the longest match
+    of the context's end (SuffixDecoding's rule): it drafts up to twice as many tokens as
+    matched, and only while at least MIN_SHARE of the earlier occurrences went on that way."""
+
+    kind = DrafterKind.HISTORY
+    MIN_MATCH = 3  # shorter matches are everywhere in a large history and say little
+    MIN_SHARE = 0.3
+
+    def __init__(self, index: HistoryIndex):
+        self.index = index
+        self.last = NO_PROPOSAL
+
+    def propose(self, history: Sequence[int], k_max: int) -> Proposal:
+        self.last = self.index.propose(history, k_max, self.MIN_MATCH, self.MIN_SHARE)
+        return self.last
+
+    def tracker_key(self) -> str:
+        """Acceptance is tracked per band of match length: a 20-token match is a different bet from a 3-token one."""
+        length = self.last.match_length
+        band = 16 if length >= 16 else 8 if length >= 8 else 4 if length >= 4 else self.MIN_MATCH
+        return f"{DrafterKind.HISTORY.value}:{band}"
 
 
 class DraftModelDrafter:

@@ -19,7 +19,7 @@ from engine.chat.reasoning import ReasoningSplitter
 from engine.chat.textstream import TextStream
 from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
 from engine.decoding.acceptance import Verdict, verify_greedy, verify_sampled
-from engine.decoding.drafters import NO_DRAFT, Draft, DraftModelDrafter, LookupDrafter
+from engine.decoding.drafters import NO_DRAFT, Draft, DraftModelDrafter, HistoryDrafter, LookupDrafter
 from engine.decoding.events import DoneEvent, Event, FinishReason, RoundEvent, TokenEvent
 from engine.decoding.policy import (
     AcceptanceTracker,
@@ -31,6 +31,7 @@ from engine.decoding.policy import (
 from engine.decoding.sampling import Distribution, distribution, make_rng
 from engine.decoding.stats import AnswerStats, Round
 from engine.errors import ContextFullError, EngineError
+from engine.history.store import HistoryIndex
 from engine.llama.runner import Cancelled, ModelRunner, common_prefix
 
 CALIBRATION_SIZES = (1, 2, 4, 8)
@@ -55,15 +56,24 @@ class _TargetRows(Sequence):
 class Speculator:
     """Owns the drafting state of one target (and optional draft) across answers."""
 
-    def __init__(self, target: ModelRunner, draft: ModelRunner | None = None, costs: CostModel | None = None):
+    def __init__(
+        self,
+        target: ModelRunner,
+        draft: ModelRunner | None = None,
+        costs: CostModel | None = None,
+        history: HistoryIndex | None = None,
+    ):
         self.target = target
         self.draft_runner = draft
         self.draft_model = DraftModelDrafter(draft) if draft else None
         self.lookup = LookupDrafter()
+        self.history = HistoryDrafter(history) if history is not None else None
+        self.last_answer: list[int] = []  # the tokens of the latest answer, for the history index
         self.costs = costs or self.calibrate()
         self.trackers: dict[str, AcceptanceTracker] = {}
         self.calibration = ConfidenceCalibration()
-        self._shadow: _ShadowProposal | None = None
+        # Deterministic offers (lookup, history) being followed against what the target produces.
+        self._shadows: dict[DrafterKind, _ShadowProposal] = {}
 
     def calibrate(self) -> CostModel:
         """Time target decodes of a few widths and one draft step (under a second on 2 CPU cores)."""
@@ -80,7 +90,7 @@ class Speculator:
     def forget_acceptance(self) -> None:
         self.trackers.clear()
         self.calibration = ConfidenceCalibration()
-        self._shadow = None
+        self._shadows = {}
 
     def tracker(self, key: str) -> AcceptanceTracker:
         return self.trackers.setdefault(key, AcceptanceTracker())
@@ -112,7 +122,8 @@ class Speculator:
         text = TextStream(sampling.stop)
         split = reasoning or ReasoningSplitter(thinking=False)
         answer: list[str] = []
-        self._shadow = None  # a proposal from another answer says nothing about this one
+        self._shadows = {}  # a proposal from another answer says nothing about this one
+        self.last_answer = []
         committed = list(prompt)
         sources: Counter = Counter()
         finish, error = None, None
@@ -139,7 +150,7 @@ class Speculator:
                 )
                 if stats.n_rounds == 0:
                     k_cap = 0  # the first token is never held back by a draft's verification
-                draft, lookup_tokens = self._draft(committed, k_cap, sampling, spec, rng)
+                draft, offers = self._draft(committed, k_cap, sampling, spec, rng)
                 t0 = time.perf_counter()
                 logits = self.target.eval(committed + draft.tokens, len(draft) + 1)
                 t1 = time.perf_counter()
@@ -149,7 +160,7 @@ class Speculator:
                 # Plain decoding pays one single-token step per token: priced from this round's own
                 # timing, so a machine busier now than at calibration does not inflate the estimate.
                 plain_step = (t1 - t0) * self.costs.verify_s(1) / self.costs.verify_s(len(draft) + 1)
-                self._learn(draft, verdict, lookup_tokens)
+                self._learn(draft, verdict, offers)
                 new = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
                 origin = [draft.source] * verdict.n_accepted + [TokenSource.TARGET]
                 # The round's tokens are taken in before its RoundEvent, so the event can say how many
@@ -198,6 +209,7 @@ class Speculator:
         finally:
             for r in runners:
                 r.cancel_event = None
+            self.last_answer = committed[len(prompt) :]
         for part in split.push_all(text.finish(), final=True):
             answer += [] if part.reasoning else [part.piece.text]
             yield TokenEvent(part.piece.token, part.piece.text, part.piece.source, part.reasoning)
@@ -213,32 +225,41 @@ class Speculator:
 
     def _draft(
         self, committed: list[int], k_cap: int, sampling: SamplingParams, spec: SpecParams, rng
-    ) -> tuple[Draft, list[int]]:
-        """This round's draft, and what prompt lookup offered (used or not: it is scored either way)."""
+    ) -> tuple[Draft, dict[DrafterKind, tuple[str, list[int]]]]:
+        """This round's draft, and what the deterministic drafters offered (tracker key, tokens):
+        used or not, an offer is scored against what the target produces."""
         mode = spec.mode
         if k_cap < 1 or mode == DrafterMode.OFF:
-            return NO_DRAFT, []
-        options: dict[DrafterKind, tuple[float, int]] = {}
-        lookup_tokens: list[int] = []
+            return NO_DRAFT, {}
+        options: dict[DrafterKind, tuple[tuple[float, float], int]] = {}
+        offers: dict[DrafterKind, tuple[str, list[int]]] = {}
         if mode in (DrafterMode.AUTO, DrafterMode.LOOKUP, DrafterMode.BOTH):
             lookup_tokens = self.lookup.candidates(committed, k_cap)
             if lookup_tokens:
-                options[DrafterKind.LOOKUP] = (self.tracker(self._lookup_key()).rates, len(lookup_tokens))
+                offers[DrafterKind.LOOKUP] = (self._lookup_key(), lookup_tokens)
+        if mode == DrafterMode.AUTO and spec.history and self.history is not None:
+            offer = self.history.propose(committed, k_cap)
+            # The current conversation keeps priority where it matches at least as far back.
+            if offer.tokens and (DrafterKind.LOOKUP not in offers or offer.match_length > self.lookup.last_match_size):
+                offers[DrafterKind.HISTORY] = (self.history.tracker_key(), offer.tokens)
+        for kind, (key, tokens) in offers.items():
+            options[kind] = (self.tracker(key).rates, len(tokens))
         wants_model = mode in (DrafterMode.AUTO, DrafterMode.DRAFT_MODEL) or (
-            mode == DrafterMode.BOTH and not lookup_tokens
+            mode == DrafterMode.BOTH and DrafterKind.LOOKUP not in offers
         )
         if self.draft_model is not None and wants_model:
             options[DrafterKind.DRAFT_MODEL] = (self.tracker(DrafterKind.DRAFT_MODEL.value).rates, k_cap)
         if not options:
-            return NO_DRAFT, lookup_tokens
+            return NO_DRAFT, offers
         if spec.draft_length is not None:
             options = {name: (rate, min(spec.draft_length, k_max)) for name, (rate, k_max) in options.items()}
         choice = best_choice(
             self.costs, options, allow_none=mode == DrafterMode.AUTO, fixed_k=spec.draft_length is not None
         )
         length = choice.draft_length
-        if choice.drafter == DrafterKind.LOOKUP:
-            return Draft(DrafterKind.LOOKUP, length, lookup_tokens[:length], [None] * length), lookup_tokens
+        if choice.drafter in offers:
+            tokens = offers[choice.drafter][1][:length]
+            return Draft(choice.drafter, length, tokens, [None] * len(tokens)), offers
         if choice.drafter == DrafterKind.DRAFT_MODEL:
             p_min = (
                 spec.draft_p_min
@@ -248,12 +269,12 @@ class Speculator:
             try:
                 draft = self.draft_model.propose(committed, length, sampling, rng, p_min)
             except ContextFullError:  # the draft's context is smaller than the target's: go on without it
-                return NO_DRAFT, lookup_tokens
+                return NO_DRAFT, offers
             self.costs.observe_draft_step(draft.seconds / max(draft.n_steps, 1))
             if spec.sample_and_match:
                 draft.p_draft = [None] * len(draft)  # a point mass: accepted iff the target samples it
-            return draft, lookup_tokens
-        return NO_DRAFT, lookup_tokens
+            return draft, offers
+        return NO_DRAFT, offers
 
     def _lookup_key(self) -> str:
         return f"{DrafterKind.LOOKUP.value}:{min(self.lookup.last_match_size, 3)}"
@@ -264,7 +285,7 @@ class Speculator:
             return verify_greedy(np.argmax(logits, axis=1).tolist(), draft.tokens)
         return verify_sampled(_TargetRows(logits, sampling), draft.tokens, draft.p_draft, rng)
 
-    def _learn(self, draft: Draft, verdict: Verdict, lookup_tokens: list[int]) -> None:
+    def _learn(self, draft: Draft, verdict: Verdict, offers: dict[DrafterKind, tuple[str, list[int]]]) -> None:
         produced = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
         if draft.drafter == DrafterKind.DRAFT_MODEL:
             self.tracker(DrafterKind.DRAFT_MODEL.value).observe(len(draft), verdict.n_accepted)
@@ -273,16 +294,17 @@ class Speculator:
             # Untried: drift back towards the prior, to be tried again.
             self.tracker(DrafterKind.DRAFT_MODEL.value).decay()
             self.calibration.decay()
-        # Lookup is deterministic, so how far its whole offer would have gone is known for free:
-        # follow it against the tokens the target goes on to produce, round after round, until it
-        # misses or runs out — whether the round drafted from it, drafted part of it, or drafted
-        # nothing. This is how auto notices that an answer has started copying, and how it learns
-        # that a copy run continues beyond the few tokens it dared to draft.
-        if self._shadow is None and lookup_tokens:
-            self._shadow = _ShadowProposal(self._lookup_key(), lookup_tokens)
-        if self._shadow is not None and self._shadow.follow(produced):
-            shadow, self._shadow = self._shadow, None
-            self.tracker(shadow.key).observe(len(shadow.tokens), shadow.matched)
+        # Lookup and history are deterministic, so how far a whole offer would have gone is known
+        # for free: follow it against the tokens the target goes on to produce, round after round,
+        # until it misses or runs out — whether the round drafted from it, drafted part of it, or
+        # drafted nothing. This is how auto notices that an answer has started copying, and how it
+        # learns that a copy run continues beyond the few tokens it dared to draft.
+        for kind, (key, tokens) in offers.items():
+            self._shadows.setdefault(kind, _ShadowProposal(key, tokens))
+        for kind, shadow in list(self._shadows.items()):
+            if shadow.follow(produced):
+                del self._shadows[kind]
+                self.tracker(shadow.key).observe(len(shadow.tokens), shadow.matched)
 
 
 class _ShadowProposal:

@@ -22,6 +22,7 @@ from engine import DrafterKind, Round, TokenSource
 DRAFTER_LABELS = {
     DrafterKind.DRAFT_MODEL: "draft model",
     DrafterKind.LOOKUP: "prompt lookup",
+    DrafterKind.HISTORY: "history",
     DrafterKind.NONE: "no draft (plain step)",
 }
 MIN_BAR_PX = 3.0

@@ -117,7 +117,9 @@ class AnswerController(QObject):
         except STORE_WRITE_ERRORS as e:
             self.notice.emit(write_problem(e, "a new answer") + " No answer was started.")
             return None
-        request = self.host.answer(chat, sampling, spec)
+        # The user's own answers feed the history index (Settings → Speculation), a comparison never.
+        remember = conversation_id if s.history_drafting else None
+        request = self.host.answer(chat, sampling, spec, remember=remember)
         rec = AnswerRecorder(
             self.store, message, request.id, self.models.target_step_s, on_write_error=self.notice.emit
         )

@@ -76,7 +76,11 @@ class MainWindow(QMainWindow):
         self.settings = settings or Settings.load(settings_path)
         self._library = library
         self.auto_setup = auto_setup
-        self.host = EngineHost(self)
+        self.host = EngineHost(self)  # the history index in the data folder (engine.paths.history_dir())
+        # Chats deleted before this start were purged by the store just now: their tokens go from the
+        # history index too (also the safety net for a forget that a closing engine thread never ran).
+        for conversation_id in self.store.purged:
+            self.host.forget_history(conversation_id)
         # A model that failed is not reloaded unasked: the guard's record sits beside the settings.
         self.models = ModelController(
             self.host, LoadGuard.beside(settings_path), self, user_names=lambda path: self.library.user_name(path)
@@ -195,7 +199,7 @@ class MainWindow(QMainWindow):
         self.colours_button.setCheckable(True)
         self.colours_button.setToolTip(
             "Colour each token of the answers by its source: accepted from the draft model, from prompt lookup, "
-            "or produced by the target (Ctrl+T). Hover a token for details."
+            "from your earlier conversations (history), or produced by the target (Ctrl+T). Hover a token for details."
         )
         self.colours_button.toggled.connect(self.set_token_colours)
         header.addWidget(self.colours_button)
@@ -575,7 +579,9 @@ class MainWindow(QMainWindow):
         )
 
     def open_settings(self) -> None:
-        dialog = SettingsDialog(self.settings, self.library, parent=self)
+        dialog = SettingsDialog(
+            self.settings, self.library, parent=self, erase_history=lambda: self.host.forget_history(None)
+        )
         dialog.download_requested.connect(self.open_downloader)
         if dialog.exec():
             self.apply_settings(dialog.result_settings())
@@ -635,7 +641,7 @@ class MainWindow(QMainWindow):
             return
         pal = self.palette()
         chips = []
-        for source in ("draft", "lookup"):
+        for source in ("draft", "lookup", "history"):
             colour = theme.token_background(source, pal)
             chips.append(
                 f"<span style='background:{theme.css(colour)}'>&nbsp;{theme.SOURCE_LABELS[source]}&nbsp;</span>"
@@ -723,6 +729,9 @@ class MainWindow(QMainWindow):
         if (rec := self.answers.active) and rec.message.conversation_id == conversation_id:
             self.answers.stop()
         self.store.delete_conversation(conversation_id)
+        # Its text leaves the history index now, not at the purge: Undo brings the chat back, but
+        # not its tokens there (only answers written after it are added again).
+        self.host.forget_history(conversation_id)
         if self.conversation and self.conversation.id == conversation_id:
             self.new_conversation()
         self.refresh_sidebar()

@@ -74,6 +74,8 @@ class Settings:
     context_size: int = 4096
     drafter_mode: str = DrafterMode.AUTO.value
     draft_length: int = 0  # 0: adaptive
+    # Auto may draft from the user's earlier conversations (engine/history), and answers are added to them.
+    history_drafting: bool = True
     temperature: float = _SAMPLING.temperature
     top_p: float = _SAMPLING.top_p
     top_k: int = _SAMPLING.top_k
@@ -136,7 +138,7 @@ class Settings:
             mode = DrafterMode(self.drafter_mode)
         except ValueError:
             mode = DrafterMode.AUTO
-        return SpecParams(mode=mode, draft_length=self.draft_length or None)
+        return SpecParams(mode=mode, draft_length=self.draft_length or None, history=self.history_drafting)
 
     def load_key(self) -> tuple:
         """What needs a model reload when it changes."""

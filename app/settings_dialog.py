@@ -11,6 +11,7 @@ thread: the dialog opens at once with the current choices and fills the lists wh
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
@@ -35,6 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import theme
+from app.attachments import human_size
 from app.chat_format_settings import ChatFormatControls
 from app.downloads import download_button
 from app.hub_tasks import BackgroundTasks
@@ -44,6 +47,7 @@ from engine.config import GPU_LAYERS_ALL, GPU_LAYERS_AUTO, DrafterMode
 from engine.errors import EngineError
 from engine.llama import backends, cpu_weights
 from engine.models.library import DraftChoices
+from engine.paths import history_dir as default_history_dir
 
 log = logging.getLogger(__name__)
 
@@ -159,10 +163,23 @@ class SettingsDialog(QDialog):
     download_requested = Signal()
     models_shown = Signal()  # the model lists were filled from the library (after each refresh)
 
-    def __init__(self, settings: Settings, library=None, parent=None):
+    def __init__(
+        self,
+        settings: Settings,
+        library=None,
+        parent=None,
+        *,
+        history_dir: Path | None = None,
+        erase_history: Callable[[], None] | None = None,
+    ):
+        """history_dir: the history indexes (default: the data folder's). erase_history: erases them
+        through the engine thread (the window's; it also empties a loaded model's index); None: the
+        dialog deletes the folder itself (no engine running)."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.library = library
+        self.history_dir = history_dir if history_dir is not None else default_history_dir()
+        self._erase_history = erase_history
         self.original = settings
         self.entries = []
         self.tasks = BackgroundTasks(self, max_threads=1)
@@ -360,7 +377,8 @@ class SettingsDialog(QDialog):
             self.mode.addItem(label, value)
         self.mode.setToolTip(
             "Where draft tokens come from. Auto measures what drafting costs on this machine and drafts only "
-            "when it pays (it may choose plain decoding). Draft model and prompt lookup force one drafter; "
+            "when it pays (it may choose plain decoding), from the draft model, prompt lookup or your earlier "
+            "conversations (History below). Draft model and prompt lookup force one drafter; "
             "Off decodes plainly. The answer is the same in every mode (lossless)."
         )
         form.addRow("Drafter", self.mode)
@@ -372,6 +390,7 @@ class SettingsDialog(QDialog):
             "always asks for that many."
         )
         form.addRow("Draft length", self.draft_length)
+        self._build_history_rows(form)
         info = QLabel(
             "Speculative decoding does not change what the target would say: at temperature 0 you get the "
             "target's own greedy answer (very rarely a near-tie rounds differently in a batch), and above 0 "
@@ -381,6 +400,64 @@ class SettingsDialog(QDialog):
         theme.tint(info)
         form.addRow(info)
         self.tabs.addTab(page, "Speculation")
+
+    def _build_history_rows(self, form: QFormLayout) -> None:
+        self.history_drafting = QCheckBox("Draft from my earlier conversations")
+        self.history_drafting.setToolTip(
+            "Auto may propose tokens that continued the same words in your earlier chats, for the target to "
+            "verify: it speeds up answers that repeat what you ask often. The answers stay the target's own."
+        )
+        form.addRow("History", self.history_drafting)
+        self.history_note = Note(theme.subtle)
+        self.history_note.setText(
+            f"Kept only on this computer, in {self.history_dir}: your questions and answers as tokens, used by "
+            "Auto only (off: nothing new is added). Deleting a chat removes its text from there."
+        )
+        form.addRow("", self.history_note)
+        self.erase_history_button = QPushButton("Erase history…")
+        self.erase_history_button.setToolTip(
+            "Delete everything kept from your earlier conversations (every model's); your chats stay"
+        )
+        self.erase_history_button.clicked.connect(self.erase_history)
+        self.history_size = QLabel()
+        theme.tint(self.history_size)
+        row = QHBoxLayout()
+        row.addWidget(self.erase_history_button)
+        row.addWidget(self.history_size, 1)
+        form.addRow("", row)
+        self._show_history_size()
+
+    def _show_history_size(self) -> None:
+        from engine.history.store import disk_bytes  # numpy: loaded when Settings opens, not at start
+
+        try:
+            size = disk_bytes(self.history_dir)
+        except OSError as e:  # a file replaced while it was counted (a merge), or an unreadable folder
+            self.history_size.setText(f"Size unknown ({e.strerror or e})")
+            return
+        self.history_size.setText(f"{human_size(size)} on disk" if size else "Nothing kept yet")
+
+    def erase_history(self) -> bool:
+        """Ask, then erase every history index (the folder goes). True if erased."""
+        answer = QMessageBox.question(
+            self,
+            "Erase history",
+            "Erase everything Specula kept from your earlier conversations for drafting?\n\n"
+            "Your chats themselves stay. This cannot be undone.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel,
+        )
+        if answer != QMessageBox.StandardButton.Yes:
+            return False
+        if self._erase_history is not None:
+            self._erase_history()  # on the engine thread, after what runs there now
+            self.history_size.setText("Erased")
+        else:
+            from engine.history.store import erase_everywhere
+
+            erase_everywhere(self.history_dir)
+            self._show_history_size()
+        return True
 
     # -- values -------------------------------------------------------------------------------
 
@@ -406,6 +483,7 @@ class SettingsDialog(QDialog):
         index = self.mode.findData(s.drafter_mode)
         self.mode.setCurrentIndex(max(index, 0))
         self.draft_length.setValue(s.draft_length)
+        self.history_drafting.setChecked(s.history_drafting)
 
     def restore_defaults(self) -> None:
         defaults = Settings()
@@ -444,6 +522,7 @@ class SettingsDialog(QDialog):
             system_prompt=self.system_prompt.toPlainText().strip(),
             drafter_mode=self.mode.currentData(),
             draft_length=self.draft_length.value(),
+            history_drafting=self.history_drafting.isChecked(),
             chat_templates=self.chat_tab.result(),
             show_reasoning=self.chat_tab.show_reasoning.isChecked(),
         )

@@ -41,7 +41,8 @@ PLAIN_TEXTS = {  # nothing drafted, by the drafting mode the answer was asked wi
         "plain decoding: drafting would not pay on this machine",
         "Auto measured what drafting and verifying cost on this machine and chose plain decoding for every "
         "round: here a draft's verification costs more than the tokens it would save. Drafting pays where "
-        "verifying a batch is cheap (a GPU) or where the answer copies the conversation (prompt lookup).",
+        "verifying a batch is cheap (a GPU) or where the answer copies the conversation (prompt lookup) or "
+        "your earlier conversations (history).",
     ),
     "off": ("plain decoding (speculation off)", "Speculation is off (Settings → Drafter)."),
 }

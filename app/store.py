@@ -55,7 +55,7 @@ MIGRATIONS: list[list[str]] = [
             message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
             idx INTEGER NOT NULL,
             text TEXT NOT NULL,
-            source TEXT NOT NULL,  -- 'target', 'draft' or 'lookup' (engine.config.TokenSource)
+            source TEXT NOT NULL,  -- 'target', 'draft', 'lookup' or 'history' (engine.config.TokenSource)
             round INTEGER NOT NULL,  -- the verification round that produced it, from 0
             PRIMARY KEY (message_id, idx)
         ) WITHOUT ROWID""",
@@ -146,7 +146,8 @@ class Store:
                 self.db.execute("PRAGMA journal_mode = WAL")
                 self.db.execute("PRAGMA synchronous = NORMAL")
             self.migrate()
-            self.purge_deleted()  # also proves the file can be written
+            # Also proves the file can be written. The window forgets these in the history index too.
+            self.purged: list[int] = self.purge_deleted()
         except BaseException:
             self.db.close()  # a half-open database must not stay locked (or block moving it aside)
             raise
@@ -238,9 +239,12 @@ class Store:
         with self._tx():
             self.db.execute("UPDATE conversations SET deleted = NULL WHERE id = ?", (conversation_id,))
 
-    def purge_deleted(self) -> None:
+    def purge_deleted(self) -> list[int]:
+        """Delete for good the conversations deleted before; their ids."""
         with self._tx():
+            ids = [row[0] for row in self.db.execute("SELECT id FROM conversations WHERE deleted IS NOT NULL")]
             self.db.execute("DELETE FROM conversations WHERE deleted IS NOT NULL")
+        return ids
 
     def _touch(self, conversation_id: int) -> None:
         self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation_id))

@@ -17,11 +17,13 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 SOURCE_LABELS = {
     TokenSource.DRAFT_MODEL.value: "draft model",
     TokenSource.LOOKUP.value: "prompt lookup",
+    TokenSource.HISTORY.value: "history",
     TokenSource.TARGET.value: "target",
 }
 SOURCE_DESCRIPTIONS = {
     TokenSource.DRAFT_MODEL.value: "Proposed by the draft model and accepted by the target",
     TokenSource.LOOKUP.value: "Copied from earlier text by prompt lookup and accepted by the target",
+    TokenSource.HISTORY.value: "Continued from your earlier conversations and accepted by the target",
     TokenSource.TARGET.value: "Produced by the target model itself",
 }
 
@@ -90,6 +92,9 @@ def source_colour(source: TokenSource | DrafterKind | str, pal: QPalette | None 
         return QColor("#3fbf7f" if dark else "#1e9e5a")
     if source in (TokenSource.LOOKUP, DrafterKind.LOOKUP):
         return QColor("#5aa2ff" if dark else "#2f6fd6")
+    if source in (TokenSource.HISTORY, DrafterKind.HISTORY):
+        # Amber, toward gold: apart from green, blue, the grey target and the time bar's orange "verifying".
+        return QColor("#e6b422" if dark else "#b8860b")
     pal = pal or palette()
     return mix(pal.color(QPalette.ColorRole.Text), pal.color(QPalette.ColorRole.Base), 0.55)
 

@@ -18,12 +18,14 @@ import logging
 import threading
 import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from engine import DoneEvent, RoundEvent, TokenEvent
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
 from engine.errors import ContextFullError, EngineError, IncompatibleDraftError, OperationCancelled
+from engine.paths import history_dir as default_history_dir
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,11 @@ def _alive(obj) -> bool:
 
 @dataclass
 class AnswerRequest:
-    """One answer to produce. purpose is "answer" (shown and stored) or "compare" (plain rerun)."""
+    """One answer to produce. purpose is "answer" (shown and stored) or "compare" (plain rerun).
+
+    remember: the conversation's id, to add the question and its finished answer to the history
+    index (None: not the user's history, e.g. a comparison rerun, or history drafting is off).
+    """
 
     id: int
     messages: list[ChatMessage]
@@ -59,6 +65,7 @@ class AnswerRequest:
     purpose: str = "answer"
     cancel: threading.Event = field(default_factory=threading.Event)
     ticket: object = None  # its place in the local server's queue, while the server runs
+    remember: int | None = None
 
 
 @dataclass
@@ -111,10 +118,13 @@ class EngineWorker(QObject):
     starter_progress = Signal(int, int)  # bytes done, total
     starter_finished = Signal(str, str)  # target path, draft path
     tokens_counted = Signal(object)  # TokenCount, for the newest CountRequest only
+    history_forgotten = Signal(object)  # the conversation id (None: all of it), once gone from memory and disk
 
-    def __init__(self):
+    def __init__(self, history_dir: Path | None = None):
+        """history_dir: the user's history indexes (engine.paths.history_dir()); None: no history at all."""
         super().__init__()
         self.engine = None
+        self.history_dir = history_dir
         # Set by EngineHost.shutdown (any thread): requests still queued are skipped.
         self.closing = threading.Event()
         # The newest CountRequest's id, set from the GUI thread: older ones still queued are skipped.
@@ -130,11 +140,11 @@ class EngineWorker(QObject):
 
             progress = self.load_progress.emit
             try:
-                self.engine = Engine(target, draft, progress=progress, cancel=cancel)
+                self.engine = Engine(target, draft, progress=progress, cancel=cancel, history_dir=self.history_dir)
             except IncompatibleDraftError as e:
                 # Keep working with the target alone, and say why the draft was left out.
                 self.draft_refused.emit(e.user_message())
-                self.engine = Engine(target, None, progress=progress, cancel=cancel)
+                self.engine = Engine(target, None, progress=progress, cancel=cancel, history_dir=self.history_dir)
             self.loaded.emit(self.engine.info)
         except OperationCancelled:
             log.info("loading cancelled")
@@ -165,7 +175,10 @@ class EngineWorker(QObject):
         round_index = -1
         done = None
         try:
-            for event in self.engine.chat(request.messages, request.sampling, request.spec, request.cancel):
+            events = self.engine.chat(
+                request.messages, request.sampling, request.spec, request.cancel, remember=request.remember
+            )
+            for event in events:
                 if isinstance(event, TokenEvent):
                     self.token_received.emit(
                         request.id, event.text, event.source.value, max(round_index, 0), event.reasoning
@@ -207,6 +220,27 @@ class EngineWorker(QObject):
             self.tokens_counted.emit(TokenCount(request.id, error=describe(e)))
             return
         self.tokens_counted.emit(TokenCount(request.id, n_tokens, n_ctx, room, dropped, too_long))
+
+    @Slot(object)
+    def forget_history(self, conversation_id: int | None) -> None:
+        """Remove a conversation from every vocabulary's history index (None: erase them all), in the
+        loaded engine's memory too. Runs even while closing: what the user deleted must go."""
+        if self.history_dir is None:
+            return
+        try:
+            if self.engine is not None:
+                self.engine.forget_history(conversation_id)
+            else:
+                from engine.history.store import erase_everywhere, forget_everywhere
+
+                if conversation_id is None:
+                    erase_everywhere(self.history_dir)
+                else:
+                    forget_everywhere(self.history_dir, conversation_id)
+        except Exception:  # noqa: BLE001 - a damaged or unwritable index must not end the thread
+            log.exception("forgetting history (conversation %s) failed", conversation_id)
+            return
+        self.history_forgotten.emit(conversation_id)
 
     @Slot(object)
     def run_job(self, job) -> None:
@@ -254,9 +288,11 @@ class EngineHost(QObject):
     starter_requested = Signal(object)
     job_requested = Signal(object)  # a callable for the engine thread (EngineHost.dispatch)
     count_requested = Signal(object)  # CountRequest
+    forget_history_requested = Signal(object)  # a conversation id, or None: all
     shutdown_requested = Signal()
 
-    def __init__(self, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None, history_dir: Path | None = None):
+        """history_dir: the user's history indexes; None: the data folder's (engine.paths.history_dir())."""
         super().__init__(parent)
         self._ids = itertools.count(1)
         self._count_ids = itertools.count(1)
@@ -270,7 +306,7 @@ class EngineHost(QObject):
         self.queue = None
         self.thread = QThread()
         self.thread.setObjectName("specula-engine")
-        self.worker = EngineWorker()
+        self.worker = EngineWorker(history_dir if history_dir is not None else default_history_dir())
         self.worker.moveToThread(self.thread)
         queued = Qt.ConnectionType.QueuedConnection
         self.load_requested.connect(self.worker.load, queued)
@@ -279,6 +315,7 @@ class EngineHost(QObject):
         self.starter_requested.connect(self.worker.assemble_starter, queued)
         self.job_requested.connect(self.worker.run_job, queued)
         self.count_requested.connect(self.worker.count_tokens, queued)
+        self.forget_history_requested.connect(self.worker.forget_history, queued)
         self.shutdown_requested.connect(self.worker.shutdown, queued)
         self.worker.answer_finished.connect(self._forget)
         self.worker.answer_failed.connect(self._forget)
@@ -300,9 +337,15 @@ class EngineHost(QObject):
         self.chat_template_requested.emit(chat_template)
 
     def answer(
-        self, messages: list[ChatMessage], sampling: SamplingParams, spec: SpecParams, purpose: str = "answer"
+        self,
+        messages: list[ChatMessage],
+        sampling: SamplingParams,
+        spec: SpecParams,
+        purpose: str = "answer",
+        remember: int | None = None,
     ) -> AnswerRequest:
-        request = AnswerRequest(next(self._ids), list(messages), sampling, spec, purpose)
+        """remember: the conversation's id, to add this answer to the history index (None: not added)."""
+        request = AnswerRequest(next(self._ids), list(messages), sampling, spec, purpose, remember=remember)
         self._pending[request.id] = request
         if self.queue is not None:
             # In line with the server's clients; never refused. Stopping it while it waits makes
@@ -322,6 +365,11 @@ class EngineHost(QObject):
         self.worker.count_wanted = request.id
         self.count_requested.emit(request)
         return request.id
+
+    def forget_history(self, conversation_id: int | None) -> None:
+        """Remove a conversation's tokens from the history indexes (None: erase them all), on the engine
+        thread after what was asked before; worker.history_forgotten says when it is done."""
+        self.forget_history_requested.emit(conversation_id)
 
     def dispatch(self, job) -> None:
         """Run job() on the engine thread, after what was asked before (a FairQueue's dispatch)."""

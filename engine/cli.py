@@ -22,7 +22,7 @@ from engine.config import (
 from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
 from engine.errors import EngineError
 
-COLOURS = {TokenSource.DRAFT_MODEL: "\033[32m", TokenSource.LOOKUP: "\033[36m"}
+COLOURS = {TokenSource.DRAFT_MODEL: "\033[32m", TokenSource.LOOKUP: "\033[36m", TokenSource.HISTORY: "\033[35m"}
 RESET = "\033[0m"
 DIM = "\033[2m"  # a reasoning model's thinking
 
@@ -51,7 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="interactive chat that streams and prints statistics")
     model_args(chat)
-    chat.add_argument("--color", action="store_true", help="colour tokens by source (green: draft model, cyan: lookup)")
+    chat.add_argument(
+        "--color",
+        action="store_true",
+        help="colour tokens by source (green: draft model, cyan: lookup, magenta: history)",
+    )
     gen = sub.add_parser("generate", help="answer one message and exit")
     model_args(gen)
     gen.add_argument("prompt", help="the user message ('-' reads standard input)")

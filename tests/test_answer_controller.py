@@ -36,8 +36,10 @@ class FakeEngineHost(QObject):
         self.stopped: list[int | None] = []
         self.loads: list[tuple] = []
 
-    def answer(self, messages, sampling, spec, purpose="answer") -> AnswerRequest:
-        request = AnswerRequest(len(self.requests) + 1, list(messages), sampling, spec, purpose, threading.Event())
+    def answer(self, messages, sampling, spec, purpose="answer", remember=None) -> AnswerRequest:
+        request = AnswerRequest(
+            len(self.requests) + 1, list(messages), sampling, spec, purpose, threading.Event(), remember=remember
+        )
         self.requests.append(request)
         return request
 
@@ -178,6 +180,23 @@ def test_switching_conversation_mid_answer_keeps_streaming_to_the_store_not_the_
     assert seen.named("busy_changed")[-1] == (False,)
     stored = store.message(message.id)
     assert stored.complete and stored.content == "one two three" and stored.reasoning == "hmm"
+
+
+def test_answers_feed_the_history_index_only_when_it_is_on_and_comparisons_never(rig):
+    host, _store, _models, answers, settings, conv, messages, _seen = rig
+    answer = answered(rig)
+    assert host.requests[-1].purpose == "answer" and host.requests[-1].remember == conv.id
+    assert host.requests[-1].spec.history  # auto may draft from it
+
+    answers.compare(answer, messages[:1])
+    compare = host.requests[-1]
+    assert compare.purpose == "compare" and compare.remember is None
+    host.done(compare, "2, 3, 5")
+
+    settings.history_drafting = False
+    answers.ask(conv.id, messages[:1], settings, variant_of=answer.id)
+    assert host.requests[-1].purpose == "answer" and host.requests[-1].remember is None
+    assert not host.requests[-1].spec.history
 
 
 def test_stop_during_a_comparison_stops_the_rerun_and_keeps_the_answer_as_it_was(rig):

@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 
 from engine.cli import gpu_layers_arg
 from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams
@@ -35,6 +36,8 @@ CONFIGS: dict[str, SpecParams] = {
     "lookup": SpecParams(mode=DrafterMode.LOOKUP),
     "both": SpecParams(mode=DrafterMode.BOTH),
     "auto": SpecParams(mode=DrafterMode.AUTO),
+    # With --history-dir: auto without the history index, to see what history adds or costs.
+    "auto-nohistory": SpecParams(mode=DrafterMode.AUTO, history=False),
 }
 
 
@@ -53,9 +56,13 @@ class Run:
     n_drafted: int = 0
     drafters: dict = field(default_factory=dict)
     text: str = ""
+    estimated: float = 0.0  # the speedup the answer's footer would show (AnswerStats.estimated_speedup)
 
 
-def load_prompts() -> dict:
+def load_prompts(path: str | None = None) -> dict:
+    """The shipped prompt set, or another file of the same shape (engine/data/heldout_prompts.json)."""
+    if path:
+        return json.loads(Path(path).read_text("utf-8"))
     return json.loads(resources.files("engine").joinpath("data/bench_prompts.json").read_text("utf-8"))
 
 
@@ -102,6 +109,7 @@ def run_engine(engine: Engine, prompt: dict, config: str, sampling: SamplingPara
         done.stats.n_drafted,
         drafters,
         done.text,
+        done.stats.estimated_speedup,
     )
 
 
@@ -196,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7])
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
     parser.add_argument("--prompts", help="only these prompt ids (comma-separated)")
+    parser.add_argument("--prompts-file", help="another prompt set (e.g. engine/data/heldout_prompts.json)")
+    parser.add_argument("--split", help="only the prompts of this split (tuning or check)")
+    parser.add_argument("--history-dir", help="open the user's history index from here (as the app does)")
     gpu_layers_arg(parser)
     parser.add_argument("--threads", type=int)
     parser.add_argument("--allow-amx", action="store_true", help="let llama.cpp use AMX (crash-prone, see engine info)")
@@ -215,9 +226,14 @@ def main(argv: list[str] | None = None) -> int:
         target_path, draft_path = starter.assemble_pair()
         target, draft = str(target_path), draft or str(draft_path)
     spec_common = dict(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, n_threads=args.threads, allow_amx=args.allow_amx)
-    engine = Engine(ModelSpec(target, **spec_common), ModelSpec(draft, **spec_common) if draft else None)
-    data = load_prompts()
+    engine = Engine(
+        ModelSpec(target, **spec_common),
+        ModelSpec(draft, **spec_common) if draft else None,
+        history_dir=Path(args.history_dir) if args.history_dir else None,
+    )
+    data = load_prompts(args.prompts_file)
     prompts = [p for p in data["prompts"] if not args.prompts or p["id"] in args.prompts.split(",")]
+    prompts = [p for p in prompts if not args.split or p.get("split") == args.split]
     configs = [c for c in args.configs.split(",") if c]
     info = engine.info
     print(
@@ -262,7 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     match = None
     if not args.no_match and engine.draft is not None:
         match = compare_match(engine, prompts, args)
-    follow = None if args.no_followup else followup(engine, data["followup_conversation"], 400)
+    follow = (
+        None
+        if args.no_followup or "followup_conversation" not in data
+        else followup(engine, data["followup_conversation"], 400)
+    )
     summary = summarise(runs, prompts, configs, match, follow)
     print_summary(summary)
     result = {
@@ -322,7 +342,20 @@ def summarise(runs: list[Run], prompts: list[dict], configs: list[str], match, f
         ]
         if ratios:
             anchor[f"T{temp:g}"] = {"median": statistics.median(ratios), "min": min(ratios)}
-    copy_ids = [p["id"] for p in prompts if p["copy_heavy"]]
+    # How far the footer's estimate is from the measured ratio: estimate / measured - 1, per prompt.
+    estimate_error: dict[str, dict[str, float]] = {}
+    for temp in temps:
+        for config in configs:
+            if config == "plain":
+                continue
+            errors = {}
+            for p in prompts:
+                run = next((r for r in runs if (r.prompt, r.config, r.temperature) == (p["id"], config, temp)), None)
+                measured = speedups.get(f"{config}@T{temp:g}", {}).get(p["id"])
+                if run and measured:
+                    errors[p["id"]] = run.estimated / measured - 1
+            estimate_error[f"{config}@T{temp:g}"] = errors
+    copy_ids = [p["id"] for p in prompts if p.get("copy_heavy")]
     goals = {}
     if anchor:
         goals["plain >= 0.95x create_completion (median)"] = min(v["median"] for v in anchor.values())
@@ -339,7 +372,15 @@ def summarise(runs: list[Run], prompts: list[dict], configs: list[str], match, f
         goals["rejection mean accepted >= sample-and-match"] = (
             match["rejection"]["mean_accepted_length"] - match["sample-and-match"]["mean_accepted_length"]
         )
-    return {"speedup_vs_plain": speedups, "plain_vs_create_completion": anchor, "goals": goals}
+    auto_errors = [abs(v) for k, d in estimate_error.items() if k.startswith("auto@") for v in d.values()]
+    if auto_errors:
+        goals["auto: |estimate / measured - 1| <= 0.10 on every prompt (max)"] = max(auto_errors)
+    return {
+        "speedup_vs_plain": speedups,
+        "estimate_error": estimate_error,
+        "plain_vs_create_completion": anchor,
+        "goals": goals,
+    }
 
 
 def print_prompt_table(prompt_id: str, temperature: float, rows: list[Run]) -> None:
@@ -367,6 +408,11 @@ def print_summary(summary: dict) -> None:
             print(
                 f"{key:20} median {statistics.median(values):5.2f}x  min {min(values):5.2f}x  max {max(values):5.2f}x"
             )
+    print("\n# Estimate under the answer vs measured ratio (estimate / measured - 1)")
+    for key, per_prompt in summary.get("estimate_error", {}).items():
+        if per_prompt:
+            values = sorted(per_prompt.values())
+            print(f"{key:20} median {statistics.median(values):+6.1%}  min {values[0]:+6.1%}  max {values[-1]:+6.1%}")
     for temp, v in summary["plain_vs_create_completion"].items():
         print(f"plain vs create_completion @{temp}: median {v['median']:.3f}x, min {v['min']:.3f}x")
     print("\n# Goals")

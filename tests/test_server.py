@@ -302,3 +302,13 @@ def test_requests_queue_first_come_first_served_and_a_full_queue_gets_429(client
     first, second = records["first"], records["second"]
     assert first.finish in ("stop", "length") and second.finish in ("stop", "length")
     assert first.t_started <= second.t_started and second.queue_wait_s > 0
+
+
+def test_server_requests_never_draft_from_the_users_history():
+    """How fast an answer comes would tell a client what the user wrote in the app before."""
+    from engine.config import SamplingParams, SpecParams
+    from engine.serving.openai_api import Defaults, _params
+
+    defaults = Defaults(SamplingParams(), SpecParams(history=True), 4096, False, ("m",))
+    assert _params({"messages": []}, defaults)[1].history is False
+    assert _params({"messages": [], "seed": 3}, defaults)[1].history is False

@@ -70,6 +70,10 @@ class HistoryDrafter:
     kind = DrafterKind.HISTORY
     MIN_MATCH = 3  # shorter matches are everywhere in a large history and say little
     MIN_SHARE = 0.3
+    # Acceptance expected before any is seen, (first, next) per band of match length: a long match
+    # of the user's own earlier words usually goes on as before (SuffixDecoding's observation), so
+    # auto may draft from it at once instead of after a long shadow run; the tracker corrects it.
+    PRIORS = {3: (0.5, 0.5), 4: (0.5, 0.7), 8: (0.7, 0.85), 16: (0.8, 0.9)}
 
     def __init__(self, index: HistoryIndex):
         self.index = index
@@ -84,6 +88,12 @@ class HistoryDrafter:
         length = self.last.match_length
         band = 16 if length >= 16 else 8 if length >= 8 else 4 if length >= 4 else self.MIN_MATCH
         return f"{DrafterKind.HISTORY.value}:{band}"
+
+    @classmethod
+    def prior(cls, key: str) -> tuple[float, float] | None:
+        """The starting rates for a tracker key of this drafter (None: not one of its keys)."""
+        kind, _, band = key.partition(":")
+        return cls.PRIORS.get(int(band)) if kind == DrafterKind.HISTORY.value and band.isdigit() else None
 
 
 class DraftModelDrafter:

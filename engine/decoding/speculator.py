@@ -93,7 +93,10 @@ class Speculator:
         self._shadows = {}
 
     def tracker(self, key: str) -> AcceptanceTracker:
-        return self.trackers.setdefault(key, AcceptanceTracker())
+        if key not in self.trackers:
+            prior = HistoryDrafter.prior(key)
+            self.trackers[key] = AcceptanceTracker(*prior) if prior else AcceptanceTracker()
+        return self.trackers[key]
 
     # -- one answer ------------------------------------------------------------------------
 

@@ -188,10 +188,16 @@ def brute_force_match(tokens: np.ndarray, context: Sequence[int], max_length: in
 def most_frequent_path(rows: np.ndarray, max_length: int, min_probability: float) -> tuple[list[int], float]:
     """Walk the continuations as a trie, taking the most frequent next token each step, while the
     path's share of the occurrences stays at or above min_probability. Returns (tokens, share)."""
-    tokens: list[int] = []
-    share = 1.0
-    alive = rows
-    for column in range(min(max_length, rows.shape[1] if rows.ndim == 2 else 0)):
+    width = min(max_length, rows.shape[1] if rows.ndim == 2 and len(rows) else 0)
+    if width <= 0:
+        return [], 0.0
+    rows = rows[:, :width]
+    # Where every occurrence goes on alike (the common case), take that run in one step.
+    agree = (rows == rows[0]).all(axis=0) & (rows[0] >= 0)
+    run = width if agree.all() else int(np.argmin(agree))
+    tokens = rows[0, :run].tolist()
+    share, alive = 1.0, rows
+    for column in range(run, width):
         values = alive[:, column]
         values = values[values >= 0]
         if not len(values):

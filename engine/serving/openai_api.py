@@ -159,7 +159,8 @@ def _params(body: dict, defaults: Defaults) -> tuple[SamplingParams, SpecParams]
         max_tokens=max_tokens or min(base.max_tokens, limit),
         stop=_stop(body.get("stop")),
     )
-    spec = defaults.spec
+    # Never the user's history: how fast an answer comes would tell a client what the user wrote before.
+    spec = defaults.spec.with_(history=False)
     if seed is not None and spec.mode != DrafterMode.OFF:
         spec = spec.with_(
             mode=DrafterMode.BOTH if defaults.has_draft else DrafterMode.LOOKUP,

@@ -129,3 +129,17 @@ def test_an_answer_that_was_stopped_is_not_remembered(engine_with_history):
     engine = engine_with_history
     list(engine.chat([ChatMessage("user", QUESTION)], GREEDY, AUTO, cancel, remember=3))
     assert engine.history.n_tokens == 0
+
+
+def test_the_cap_keeps_the_newest_conversations(smollm2_path, tmp_path):
+    engine = Engine(ModelSpec(smollm2_path, n_ctx=2048), history_dir=tmp_path, history_max_tokens=250)
+    try:
+        for conversation, question in enumerate(
+            ["Name three colours.", "Name three fruits.", "Name three rivers.", "Name three planets."]
+        ):
+            answer(engine, question, sampling=SamplingParams(temperature=0.0, max_tokens=48), remember=conversation)
+        assert engine.history.wait(30)
+        assert 0 < engine.history.n_tokens <= 250
+        assert 3 in engine.history.conversations() and 0 not in engine.history.conversations()
+    finally:
+        engine.close()

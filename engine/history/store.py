@@ -236,24 +236,10 @@ class HistoryIndex:
     @staticmethod
     def _without(state: _State, drop) -> _State:
         """state minus the documents whose conversation satisfies drop (no re-sort)."""
-        keep = np.ones(state.base.n, bool)
-        position, base_docs = 0, []
-        for conversation, length in state.base_docs:
-            if drop(conversation):
-                keep[position : position + length + 1] = False
-            else:
-                base_docs.append((conversation, length))
-            position += length + 1
+        keep, base_docs = _kept(state.base_docs, state.base.n, drop)
         base = state.base.remove(keep) if not keep.all() else state.base
-        tail_keep = np.ones(len(state.tail), bool)
-        position, tail_docs = 0, []
-        for conversation, length in state.tail_docs:
-            if drop(conversation):
-                tail_keep[position : position + length + 1] = False
-            else:
-                tail_docs.append((conversation, length))
-            position += length + 1
-        return _State(base, tuple(base_docs), state.tail[tail_keep], tuple(tail_docs))
+        tail_keep, tail_docs = _kept(state.tail_docs, len(state.tail), drop)
+        return _State(base, base_docs, state.tail[tail_keep], tail_docs)
 
     def _needs_merge(self) -> bool:
         state = self._state
@@ -352,6 +338,20 @@ class HistoryIndex:
         tail, tail_docs = _read_tail(self._tail_path(generation), self.n_vocab)
         self._state = _State(SuffixIndex(tokens, sa), docs, tail, tail_docs)
         self._generation = generation
+
+
+def _kept(docs, n_tokens: int, drop) -> tuple[np.ndarray, tuple[tuple[int, int], ...]]:
+    """Which of n_tokens positions (documents laid out with a SEP after each) survive dropping the
+    documents whose conversation satisfies drop, and the documents that stay."""
+    keep = np.ones(n_tokens, bool)
+    position, kept = 0, []
+    for conversation, length in docs:
+        if drop(conversation):
+            keep[position : position + length + 1] = False
+        else:
+            kept.append((conversation, length))
+        position += length + 1
+    return keep, tuple(kept)
 
 
 def _check_corpus(tokens: np.ndarray, docs, n_vocab: int) -> None:

@@ -58,6 +58,10 @@ def headline(stats: AnswerStats, params: dict | None = None, comparison: dict | 
             f"{measured:.2f}× vs plain (measured)",
             f"Measured by “Compare with plain decoding”; the estimate was {speedup_text(stats)}.",
         )
+    if not stats.n_drafted and stats.plain_reason:
+        return "plain decoding: speculation off for this model", stats.plain_reason[:1].upper() + stats.plain_reason[
+            1:
+        ] + "."
     if not stats.n_drafted:
         mode = (params or {}).get("spec", {}).get("mode", "")
         return PLAIN_TEXTS.get(mode, NOTHING_DRAFTED)

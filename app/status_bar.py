@@ -99,7 +99,8 @@ class StatusBar(QStatusBar):
         else:
             draft = f"  +  draft {info.draft_name}" if info.draft_name else "  ·  no draft model"
             self.models.setText(f"{info.target_name}{draft}")
-            self.models.setToolTip(f"{self.models.text()}\n{MODELS_TIP}")
+            note = f"\n{info.speculation_note[:1].upper()}{info.speculation_note[1:]}." if info.speculation_note else ""
+            self.models.setToolTip(f"{self.models.text()}\nMemory: {info.memory_text()}{note}\n{MODELS_TIP}")
             amx = {"avoided": " · AMX off", "on": " · AMX on"}.get(info.amx, "")
             self.backend.setText(f"{where_text(info)} · {info.n_threads} threads{amx} · context {info.n_ctx:,}")
             self.backend.setToolTip(f"{BACKEND_TIP}\n{where_tip(info)}\n{info.cpu_weights}")

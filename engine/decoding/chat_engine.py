@@ -51,6 +51,21 @@ class EngineInfo:
     vram_free: int = 0  # bytes free after loading
     gpu_note: str = ""  # why there is no GPU, or why not everything is on it
     draft_memory_bytes: int = 0  # the draft model's share of memory_bytes: what unloading it frees
+    target_memory: str = "kv"  # engine.llama.memory.MemoryKind: how the target remembers the context
+    draft_memory: str = ""
+    checkpoint_bytes: int = 0  # recurrent-state checkpoints kept now (both models)
+    speculation_note: str = ""  # why speculation is off, or why the draft model is not used ("" when neither)
+
+    def memory_text(self) -> str:
+        """ "hybrid: attention + recurrent state (checkpoints 1.2 MB)" for the target, and the draft's if it differs."""
+        from engine.llama.memory import MemoryKind
+
+        text = MemoryKind(self.target_memory).label
+        if self.draft_memory and self.draft_memory != self.target_memory:
+            text += f"; draft: {MemoryKind(self.draft_memory).label}"
+        if self.checkpoint_bytes:
+            text += f" (checkpoints {self.checkpoint_bytes / 1e6:.1f} MB)"
+        return text
 
     def placement(self) -> str:
         """Where the models run, in a line: "Vulkan (llvmpipe), 31/31 layers on GPU (draft 31/31)" or "CPU (why)"."""
@@ -168,7 +183,20 @@ class Engine:
             vram_free=gpu.free_bytes if gpu and uses_gpu else 0,
             gpu_note="; ".join(self.gpu_notes) if gpu else backends.ensure_loaded().gpu_problem,
             draft_memory_bytes=d.model_bytes + d.context_bytes if d else 0,
+            target_memory=t.memory.value,
+            draft_memory=d.memory.value if d else "",
+            checkpoint_bytes=sum(r.checkpoints.nbytes for r in (t, d) if r),
+            speculation_note=self.speculation_note,
         )
+
+    @property
+    def speculation_note(self) -> str:
+        """Why speculation is off on this target, or why its draft model is not used ("" for neither)."""
+        if self.speculator.no_speculation_reason:
+            return self.speculator.no_speculation_reason
+        if self.draft is not None and self.draft.rollback_problem:
+            return f"the draft model is not used: {self.draft.rollback_problem}, so its rejected drafts could not be undone"
+        return ""
 
     def drop_draft(self) -> None:
         """Free the draft model and go on with the target alone (prompt lookup still drafts)."""

@@ -16,6 +16,7 @@ from engine.config import DrafterKind, SamplingParams, TokenSource
 from engine.decoding.lookup import NgramIndex
 from engine.decoding.sampling import Distribution, distribution, greedy_token
 from engine.history.store import NO_PROPOSAL, HistoryIndex, Proposal
+from engine.llama.memory import CheckpointKind
 from engine.llama.runner import ModelRunner
 
 _SOURCES = {
@@ -115,8 +116,10 @@ class DraftModelDrafter:
         t0 = time.perf_counter()
         draft = Draft(self.kind, draft_length)
         seq = list(history)
-        for _ in range(draft_length):
-            logits = self.runner.eval(seq, 1)[0]
+        for step in range(draft_length):
+            # A recurrent draft keeps a checkpoint where this proposal starts: the next round goes back to it.
+            keep = CheckpointKind.ROUND if step == 0 and self.runner.memory.needs_checkpoints else None
+            logits = self.runner.eval(seq, 1, checkpoint=keep)[0]
             draft.n_steps += 1
             if sampling.greedy:
                 token = greedy_token(logits)

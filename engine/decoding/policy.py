@@ -29,10 +29,15 @@ class CostModel:
     monotone in n: verifying more tokens never costs less.
     """
 
-    def __init__(self, verify_s: dict[int, float], draft_step_s: float | None = None):
+    def __init__(self, verify_s: dict[int, float], draft_step_s: float | None = None, rollback_s: float = 0.0):
         assert 1 in verify_s, "the single-token step must be measured"
         self._verify = {n: deque([t], maxlen=WINDOW) for n, t in verify_s.items()}
         self._draft = deque([draft_step_s] if draft_step_s is not None else [], maxlen=WINDOW)
+        # A recurrent target undoes a rejected draft from a checkpoint: saving it before every drafted
+        # round and restoring it after a rejection (calibrated), then re-evaluating the accepted tokens.
+        self.rolls_back = rollback_s > 0
+        self._checkpoint = rollback_s
+        self._rollback: deque[float] = deque(maxlen=WINDOW)
         self._table: list[float] | None = None  # index n -> seconds, rebuilt after observations
 
     @property
@@ -77,8 +82,24 @@ class CostModel:
     def observe_draft_step(self, seconds: float) -> None:
         self._draft.append(seconds)
 
+    def observe_rollback(self, seconds: float) -> None:
+        """A rejected draft undone: the restore and the accepted tokens' re-evaluation, measured."""
+        self._rollback.append(seconds)
+
+    def round_overhead_s(self, expected: float, p_all_accepted: float) -> float:
+        """What a drafted round costs beyond its verification on a recurrent target (0 elsewhere):
+        the checkpoint, and when any draft token is rejected, going back and re-evaluating."""
+        if not self.rolls_back:
+            return 0.0
+        undo = _median(self._rollback) if self._rollback else self._checkpoint + self.verify_s(round(expected))
+        return self._checkpoint + (1.0 - p_all_accepted) * undo
+
     def as_dict(self) -> dict:
-        return {"verify_s": {n: self.verify_s(n) for n in sorted(self._verify)}, "draft_step_s": self.draft_step_s}
+        return {
+            "verify_s": {n: self.verify_s(n) for n in sorted(self._verify)},
+            "draft_step_s": self.draft_step_s,
+            "rollback_s": _median(self._rollback) if self._rollback else self._checkpoint,
+        }
 
 
 def _median(values) -> float:
@@ -171,8 +192,11 @@ def best_choice(
     bar = best.expected_tps * PLAIN_MARGIN
     for drafter, (alpha, k_max) in options.items():
         per_token = (costs.draft_step_s or costs.step_s) if drafter == DrafterKind.DRAFT_MODEL else 0.0
+        first, cont = alpha if isinstance(alpha, tuple) else (alpha, alpha)
         for k in [k_max] if fixed_k else range(1, k_max + 1):
-            tps = expected_tokens(alpha, k) / (k * per_token + costs.verify_s(k + 1))
+            expected = expected_tokens(alpha, k)
+            overhead = costs.round_overhead_s(expected, first * cont ** (k - 1))
+            tps = expected / (k * per_token + costs.verify_s(k + 1) + overhead)
             if tps > max(bar, best.expected_tps):
                 best = Choice(DrafterKind(drafter), k, tps)
     return best

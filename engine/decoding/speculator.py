@@ -32,7 +32,8 @@ from engine.decoding.sampling import Distribution, distribution, make_rng
 from engine.decoding.stats import AnswerStats, Round
 from engine.errors import ContextFullError, EngineError
 from engine.history.store import HistoryIndex
-from engine.llama.runner import Cancelled, ModelRunner, common_prefix
+from engine.llama.memory import CheckpointKind
+from engine.llama.runner import Cancelled, ModelRunner
 
 CALIBRATION_SIZES = (1, 2, 4, 8)
 
@@ -64,8 +65,9 @@ class Speculator:
         history: HistoryIndex | None = None,
     ):
         self.target = target
-        self.draft_runner = draft
-        self.draft_model = DraftModelDrafter(draft) if draft else None
+        # A recurrent draft whose state cannot go back would leave its cache wrong after a rejection.
+        self.draft_runner = draft if draft is not None and not draft.rollback_problem else None
+        self.draft_model = DraftModelDrafter(self.draft_runner) if self.draft_runner else None
         self.lookup = LookupDrafter()
         self.history = HistoryDrafter(history) if history is not None else None
         self.last_answer: list[int] = []  # the tokens of the latest answer, for the history index
@@ -79,7 +81,18 @@ class Speculator:
         """Time target decodes of a few widths and one draft step (under a second on 2 CPU cores)."""
         verify = self.target.time_decodes(CALIBRATION_SIZES)
         draft_step = self.draft_runner.time_decodes([1])[1] if self.draft_runner else None
-        return CostModel(verify, draft_step)
+        return CostModel(verify, draft_step, self.target.time_rollback() if self._rolls_back else 0.0)
+
+    @property
+    def _rolls_back(self) -> bool:
+        """Rejected drafts go back to a checkpoint (a recurrent memory), not by erasing in place."""
+        return self.target.memory.needs_checkpoints
+
+    @property
+    def no_speculation_reason(self) -> str:
+        """Why this target is decoded plainly whatever the settings say ("" when it can speculate)."""
+        problem = self.target.rollback_problem
+        return f"speculation off: {problem}, so a rejected draft could not be undone" if problem else ""
 
     def drop_draft_model(self) -> None:
         """Draft with prompt lookup only from now on (the draft model is being freed)."""
@@ -116,6 +129,9 @@ class Speculator:
         t_start = t_request or time.perf_counter()
         stats = stats or AnswerStats()
         stats.backend = self.target.backend
+        if self.no_speculation_reason:
+            spec = spec.with_(mode=DrafterMode.OFF)
+            stats.plain_reason = self.no_speculation_reason
         rng = make_rng(sampling.seed)
         if (self.lookup.index.n_min, self.lookup.index.n_max) != (spec.lookup_ngram_min, spec.lookup_ngram_max):
             self.lookup = LookupDrafter(spec.lookup_ngram_min, spec.lookup_ngram_max)
@@ -137,8 +153,9 @@ class Speculator:
                     f"The prompt is {len(prompt):,} tokens; the context holds {self.target.n_ctx:,}."
                 )
             stats.n_prompt_tokens = len(prompt)
-            stats.n_prompt_evaluated = len(prompt) - min(common_prefix(self.target.cached, prompt), len(prompt) - 1)
-            self.target.eval(prompt[:-1], 0)
+            # A checkpoint at the prompt's end: regenerate and the next turn start from it on a recurrent model.
+            self.target.eval(prompt[:-1], 0, checkpoint=CheckpointKind.TURN)
+            stats.n_prompt_evaluated = self.target.last_decoded + 1  # the last one goes with the first round
             t_gen = time.perf_counter()
             stats.prompt_s = t_gen - t_start
             while finish is None:
@@ -155,7 +172,8 @@ class Speculator:
                     k_cap = 0  # the first token is never held back by a draft's verification
                 draft, offers = self._draft(committed, k_cap, sampling, spec, rng)
                 t0 = time.perf_counter()
-                logits = self.target.eval(committed + draft.tokens, len(draft) + 1)
+                speculative = CheckpointKind.ROUND if draft.tokens and self._rolls_back else None
+                logits = self.target.eval(committed + draft.tokens, len(draft) + 1, checkpoint=speculative)
                 t1 = time.perf_counter()
                 verdict = self._verify(logits, draft, sampling, rng)
                 t2 = time.perf_counter()
@@ -191,10 +209,17 @@ class Speculator:
                     if stats.n_tokens + n_kept >= sampling.max_tokens:
                         finish = FinishReason.LENGTH
                         break
+                t_rollback = 0.0
+                if speculative and verdict.n_accepted < len(draft) and finish is None:
+                    # The rejected tail is undone now, from the checkpoint, so the round pays for it.
+                    t3 = time.perf_counter()
+                    self.target.eval(committed[:-1], 0)
+                    t_rollback = time.perf_counter() - t3
+                    self.costs.observe_rollback(t_rollback)
                 event = RoundEvent(
                     Round(draft.drafter, draft.draft_length, len(draft), verdict.n_accepted),
                     t_draft=draft.seconds,
-                    t_verify=t1 - t0,
+                    t_verify=t1 - t0 + t_rollback,
                     t_sample=t2 - t1,
                     plain_s=plain_step * n_priced,
                     n_tokens=n_kept,

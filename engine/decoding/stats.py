@@ -80,6 +80,7 @@ class AnswerStats:
     reasoning_s: float = 0.0  # first round to the end of the thinking
     plain_estimate_s: float = 0.0  # what plain decoding would have taken for these tokens (see below)
     backend: str = ""
+    plain_reason: str = ""  # why this answer was decoded plainly whatever the settings (a model that cannot roll back)
 
     def __post_init__(self):
         self.rounds = [Round.of(r) for r in self.rounds]

@@ -159,6 +159,18 @@ class GGUFInfo:
         value = self.get(f"{self.architecture}.block_count")
         return int(value) if value is not None else None
 
+    @property
+    def sliding_window(self) -> int | None:
+        """The attention window of a sliding-window model (Gemma 2/3, Mistral SWA), None for full attention."""
+        value = self.get(f"{self.architecture}.attention.sliding_window")
+        return int(value) if isinstance(value, int) and value > 0 else None
+
+    @property
+    def nextn_layers(self) -> int:
+        """Next-token-prediction (MTP) layers the file declares (Qwen3.5/3.6, GLM-4.5...): 0 for none."""
+        value = self.get(f"{self.architecture}.nextn_predict_layers")
+        return int(value) if isinstance(value, int) and value > 0 else 0
+
     def kv_bytes_per_token(self) -> int | None:
         """f16 K and V for every layer: what one token of context costs in memory."""
         arch = self.architecture

@@ -23,6 +23,7 @@ from engine.errors import ContextFullError, DecodeError, ModelLoadError
 from engine.gguf.header import GGUFInfo, read_header
 from engine.llama import backends, cpu_weights, offload
 from engine.llama import log as llama_log
+from engine.llama.memory import Checkpoint, CheckpointCounters, CheckpointKind, Checkpoints, memory_kind
 
 _backend_ready = False
 # Decodes of more tokens than this (prompt chunks) can be interrupted mid-way; shorter ones take
@@ -141,6 +142,9 @@ class ModelRunner:
         self.n_batch = min(llama_cpp.llama_n_batch(self._ctx), llama_cpp.llama_n_ubatch(self._ctx))
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self.n_layers = llama_cpp.llama_model_n_layer(self._model)
+        self.memory = memory_kind(self._model, self.info.sliding_window)
+        self.checkpoints = Checkpoints(self._ctx)
+        self.last_decoded = 0  # tokens the latest eval decoded (the rest came from the cache)
         offloaded = llama_log.offloaded_layers(mark)  # what llama.cpp says it did, when it says so
         if offloaded:
             self.gpu_layers = offloaded[0]
@@ -152,6 +156,8 @@ class ModelRunner:
         self.cached: list[int] = []  # tokens whose K/V the context holds, positions 0..n-1
         self._eog: dict[int, bool] = {}
         self.bos_id = llama_cpp.llama_vocab_bos(self.vocab)
+        # Why drafts could not be rolled back on this model (None: they can); see check_rollback.
+        self.rollback_problem: str | None = self.check_rollback() if self.memory.needs_checkpoints else None
 
     def _gpu_layers_for(self, spec: ModelSpec) -> int:
         """spec.n_gpu_layers as llama.cpp takes it: "all" and "auto" resolved (auto: what fits alone)."""
@@ -242,30 +248,89 @@ class ModelRunner:
 
     # -- decoding --------------------------------------------------------------------------
 
-    def truncate(self, n: int) -> None:
-        """Forget everything from position n on."""
+    def truncate(self, n: int) -> int:
+        """Forget everything from position n on; returns how many tokens the cache now holds.
+
+        That is n, except on a recurrent memory, which cannot erase a suffix: there the nearest
+        checkpoint at or before n is restored (fewer tokens), or, with none, the context is
+        emptied (0). The cache never holds a state that self.cached does not describe.
+        """
         if n < len(self.cached):
-            llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1)
+            self._forget_from(n)
+        return len(self.cached)
+
+    def _forget_from(self, n: int) -> None:
+        """Erase positions n.. from the memory (beyond self.cached too: what a failed decode left)."""
+        if llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1):
             del self.cached[n:]
+            return
+        # A recurrent state refuses a partial erase (llama.cpp returns false and changes nothing).
+        checkpoint = self.checkpoints.best(self.cached, n)
+        if checkpoint is None or not self._restore(checkpoint):
+            self.checkpoints.counters.cleared += 1
+            self._clear()
+
+    def _restore(self, checkpoint: Checkpoint) -> bool:
+        """Back to a checkpoint: its recurrent state, then the attention part trimmed to match."""
+        if not self.checkpoints.restore(checkpoint):
+            return False
+        n = len(checkpoint)
+        if not llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1):
+            return False
+        del self.cached[n:]
+        return True
+
+    def _clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._mem, True)
+        self.cached.clear()
+
+    def check_rollback(self) -> str | None:
+        """Whether a checkpoint of this model's state can be kept and restored (None: it can).
+
+        Evaluates a few tokens, keeps a checkpoint, evaluates more and goes back to it: what
+        every rejected draft will do. Speculation is off for a model that fails this.
+        """
+        probe = [min(100 + i, self.n_vocab - 1) for i in range(6)]
+        try:
+            self.eval(probe[:4], 0, checkpoint=CheckpointKind.ROUND)
+            if not self.checkpoints.items:
+                return "llama.cpp could not save this model's recurrent state"
+            self.eval(probe, 1)
+            if self.truncate(4) != 4:
+                return "llama.cpp could not restore this model's recurrent state"
+            return None
+        except Exception as error:  # noqa: BLE001 - any failure here means: no rollback
+            return f"saving this model's recurrent state failed ({error})"
+        finally:
+            self.reset()
+            self.checkpoints.counters = CheckpointCounters()
 
     def reset(self) -> None:
-        self.truncate(0)
+        """An empty context, and no checkpoints: start from nothing."""
+        self._clear()
+        self.checkpoints.clear()
 
-    def eval(self, tokens: Sequence[int], n_logits: int = 1) -> np.ndarray | None:
+    def eval(
+        self, tokens: Sequence[int], n_logits: int = 1, checkpoint: CheckpointKind | None = None
+    ) -> np.ndarray | None:
         """Make the cache hold `tokens` and return the logits of the last n_logits positions.
 
         The result has shape (n_logits, n_vocab) and is a view into llama.cpp's buffer: valid
-        until the next eval. Raises ContextFullError, DecodeError, or Cancelled; in every case
+        until the next eval. checkpoint: on a recurrent memory, keep a checkpoint of the state
+        just before the last n_logits tokens (the end, with none), so that going back there later
+        costs no re-evaluation. Raises ContextFullError, DecodeError, or Cancelled; in every case
         the cache still matches self.cached.
         """
         n = len(tokens)
         if n > self.n_ctx:
             raise ContextFullError(f"The conversation needs {n} tokens but the context holds {self.n_ctx}.")
-        keep = min(common_prefix(self.cached, tokens), n - n_logits)
-        self.truncate(keep)
         head_end = n - n_logits
-        for start in range(keep, head_end, self.n_batch):  # prefill without logits
-            self._decode(tokens, start, min(start + self.n_batch, head_end), want_logits=False)
+        start = self.truncate(min(common_prefix(self.cached, tokens), head_end))
+        self.last_decoded = n - start
+        for begin in range(start, head_end, self.n_batch):  # prefill without logits
+            self._decode(tokens, begin, min(begin + self.n_batch, head_end), want_logits=False)
+        if checkpoint is not None and self.memory.needs_checkpoints and self.cached:
+            self.checkpoints.save(self.cached, checkpoint)
         if n_logits == 0:
             return None
         self._decode(tokens, head_end, n, want_logits=True)
@@ -287,8 +352,9 @@ class ModelRunner:
         self._arm_abort(count > ABORTABLE_BATCH)
         rc = llama_cpp.llama_decode(self._ctx, batch)
         if rc != 0:
-            # Drop whatever a failed or aborted call left behind, so the cache matches self.cached.
-            llama_cpp.llama_memory_seq_rm(self._mem, 0, len(self.cached), -1)
+            # Drop whatever a failed or aborted call left behind, so the cache matches self.cached
+            # (a recurrent state that went on goes back to a checkpoint, or starts again empty).
+            self._forget_from(len(self.cached))
             if rc == 2:
                 raise Cancelled()
             if rc == 1:
@@ -306,7 +372,7 @@ class ModelRunner:
         """
         context = [min(1000 + i, self.n_vocab - 1) for i in range(16)]
         filler = [min(2000 + i, self.n_vocab - 1) for i in range(max(sizes))]
-        self.eval(context, 0)
+        self.eval(context, 0, checkpoint=CheckpointKind.ROUND)  # a recurrent state goes back to it
         result = {}
         for n in sizes:
             times: list[float] = []
@@ -322,3 +388,21 @@ class ModelRunner:
             result[n] = float(np.median(times))
         self.reset()
         return result
+
+    def time_rollback(self) -> float:
+        """Seconds a rolled-back draft costs beyond its verification: keeping a checkpoint before the
+        batch and restoring it after (0 on a memory that erases a suffix in place)."""
+        if not self.memory.needs_checkpoints or self.rollback_problem:
+            return 0.0
+        counters = self.checkpoints.counters
+        before = (counters.save_s, counters.restore_s, counters.saved, counters.restored)
+        context = [min(1000 + i, self.n_vocab - 1) for i in range(16)]
+        for i in range(3):
+            self.eval(context + [i], 0, checkpoint=CheckpointKind.ROUND)  # a new state each time
+            self.eval(context + [i, 1, 2], 1)
+            self.truncate(len(context) + 1)
+        saves = counters.saved - before[2]
+        restores = counters.restored - before[3]
+        seconds = (counters.save_s - before[0]) / max(saves, 1) + (counters.restore_s - before[1]) / max(restores, 1)
+        self.reset()
+        return seconds

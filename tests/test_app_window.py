@@ -322,11 +322,11 @@ def test_a_decode_error_mid_answer_is_a_message_and_the_app_keeps_working(qtbot,
     runner = window.host.worker.engine.target  # idle now: safe to patch from this thread
     real_eval, calls = runner.eval, []
 
-    def failing_eval(tokens, n_logits=1):
+    def failing_eval(tokens, n_logits=1, **options):
         calls.append(1)
         if len(calls) == 6:
             raise DecodeError("llama_decode failed (code -3) at position 60.")
-        return real_eval(tokens, n_logits)
+        return real_eval(tokens, n_logits, **options)
 
     runner.eval = failing_eval
     answer = ask(qtbot, window, LONG)

@@ -119,7 +119,9 @@ def test_an_answer_that_starts_with_a_code_fence_streams_without_losing_its_pane
         body.append([Token(piece, "target", i)])
         QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)  # as the event loop between tokens
     body.finish("".join(pieces), [])
-    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)  # and the finished answer renders from scratch without a dead pane
+    QApplication.sendPostedEvents(
+        None, QEvent.Type.DeferredDelete
+    )  # and the finished answer renders from scratch without a dead pane
     [block] = body.findChildren(CodeBlock)
     qtbot.waitUntil(block.isVisible, timeout=3_000)
     assert "print(1)" in block.view.toPlainText()

@@ -35,8 +35,8 @@ class ArgmaxRecorder:
         self.runner, self.rows = runner, []
         self._eval = runner.eval
 
-    def __call__(self, tokens, n_logits=1):
-        logits = self._eval(tokens, n_logits)
+    def __call__(self, tokens, n_logits=1, **options):
+        logits = self._eval(tokens, n_logits, **options)
         if logits is not None:
             self.rows.append((list(tokens[len(tokens) - n_logits + 1 :]), np.argmax(logits, axis=1).tolist()))
         return logits

@@ -72,8 +72,8 @@ def test_the_answer_ends_at_end_of_turn_even_inside_a_draft(gemma_engine, monkey
     stop_at = len(prompt) + 5
     evaluate = gemma_engine.target.eval
 
-    def wants_to_end(tokens, n_logits=1):
-        logits = evaluate(tokens, n_logits)
+    def wants_to_end(tokens, n_logits=1, **options):
+        logits = evaluate(tokens, n_logits, **options)
         if logits is None:
             return None
         logits = np.array(logits)

@@ -61,10 +61,10 @@ def test_a_real_model_streams_its_thinking_apart_even_inside_accepted_drafts(sma
     verified = []  # the draft tokens each verification carried
     evaluate = small_engine.target.eval
 
-    def recording_eval(tokens, n_logits=1):
+    def recording_eval(tokens, n_logits=1, **options):
         if n_logits:
             verified.append(list(tokens[len(tokens) - n_logits + 1 :]))
-        return evaluate(tokens, n_logits)
+        return evaluate(tokens, n_logits, **options)
 
     monkeypatch.setattr(small_engine.target, "eval", recording_eval)
     events = list(

@@ -66,7 +66,7 @@ def memory_kind(model, sliding_window: int | None) -> MemoryKind:
     return MemoryKind.SWA if sliding_window else MemoryKind.KV
 
 
-@dataclass
+@dataclass(eq=False)  # identity: two checkpoints are never the same one
 class Checkpoint:
     tokens: np.ndarray  # the tokens the saved state holds (positions 0..n-1)
     state: ctypes.Array
@@ -98,7 +98,7 @@ class Checkpoints:
     """The checkpoints of one context's sequence 0."""
 
     ctx: object
-    budget_bytes: int = DEFAULT_BUDGET_BYTES
+    budget_bytes: int = field(default_factory=lambda: DEFAULT_BUDGET_BYTES)  # read at load: a setting
     items: list[Checkpoint] = field(default_factory=list)
     counters: CheckpointCounters = field(default_factory=CheckpointCounters)
 

@@ -293,6 +293,9 @@ class ModelRunner:
         probe = [min(100 + i, self.n_vocab - 1) for i in range(6)]
         try:
             self.eval(probe[:4], 0, checkpoint=CheckpointKind.ROUND)
+            size = self.checkpoints.state_bytes()
+            if size > self.checkpoints.budget_bytes:
+                return f"its recurrent state ({size / 1e6:,.1f} MB) is larger than the memory allowed for checkpoints"
             if not self.checkpoints.items:
                 return "llama.cpp could not save this model's recurrent state"
             self.eval(probe, 1)
@@ -397,6 +400,7 @@ class ModelRunner:
         counters = self.checkpoints.counters
         before = (counters.save_s, counters.restore_s, counters.saved, counters.restored)
         context = [min(1000 + i, self.n_vocab - 1) for i in range(16)]
+        self.eval(context, 0, checkpoint=CheckpointKind.TURN)  # where each try below starts (kept through them)
         for i in range(3):
             self.eval(context + [i], 0, checkpoint=CheckpointKind.ROUND)  # a new state each time
             self.eval(context + [i, 1, 2], 1)

@@ -206,12 +206,28 @@ def print_layout(args, gpu) -> None:
     placed = offload.plan(costs, args.gpu_layers, draft_costs, args.gpu_layers, gpu.free_bytes if gpu else None)
     placement = cpu_weights.plan(header.tensors, header.n_layers or 0, placed.target_layers, args.allow_amx)
     print(f"model:        {header.name}, {header.architecture}, {header.quantization}, {header.file_size:,} bytes")
+    print_memory("memory:      ", args.model, header)
+    if draft is not None:
+        print_memory("draft memory:", args.draft, draft)
     layers = f"target {placed.target_layers}/{costs.all_layers}"
     if draft_costs:
         layers += f", draft {placed.draft_layers}/{draft_costs.all_layers}"
     why = placed.note or ("" if gpu else "no GPU")
     print(f"GPU layers:   {layers}" + (f" ({why})" if why else ""))
     print(f"              {placement.summary}")
+
+
+def print_memory(label: str, path: str, header) -> None:
+    """How a model remembers the context, and what that means for speculation here."""
+    from engine.llama.runner import memory_of_file
+
+    kind = memory_of_file(path)
+    line = kind.label
+    if kind.needs_checkpoints:
+        line += ": rejected drafts and earlier turns go back to state checkpoints"
+    if header.nextn_layers:
+        line += f"; {header.nextn_layers} MTP (next-token prediction) layer(s) in the file"
+    print(f"{label} {line}")
 
 
 def load_engine(args):
@@ -239,9 +255,11 @@ def load_engine(args):
     print(
         f"{info.placement()}, "
         f"{info.n_threads} threads{AMX_NOTE.get(info.amx, '')}, context {info.n_ctx}; target step "
-        f"{engine.speculator.costs.step_s * 1000:.1f} ms",
+        f"{engine.speculator.costs.step_s * 1000:.1f} ms; memory: {info.memory_text()}",
         file=sys.stderr,
     )
+    if info.speculation_note:
+        print(info.speculation_note, file=sys.stderr)
     return engine
 
 

@@ -76,9 +76,10 @@ def generator() -> Path:
     return binary
 
 
-def synthetic(arch: str, seed: int = TARGET_SEED) -> Path:
-    """The random-weight model of arch (a llama.cpp architecture name) drawn with seed, made once."""
-    path = _folder() / f"seed{seed}" / f"{arch}-dense.gguf"
+def synthetic(arch: str, seed: int = TARGET_SEED, moe: bool = False) -> Path:
+    """The random-weight model of arch (a llama.cpp architecture name) drawn with seed, made once;
+    moe: its mixture-of-experts variant (qwen35moe), larger than the dense one."""
+    path = _folder() / f"seed{seed}" / f"{arch}-{'moe' if moe else 'dense'}.gguf"
     if path.is_file():
         return path
     tool = generator()

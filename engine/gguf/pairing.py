@@ -1,8 +1,11 @@
 """Can this draft propose tokens for that target? llama.cpp's rules, on GGUF headers alone.
 
-The rules (common/speculative.cpp): same vocabulary type, same BOS/EOS ids and add-BOS/EOS
-flags, vocabulary sizes within 128, identical token texts from id 5 on. Working from headers
-means the downloader can check a candidate before fetching the whole file.
+The rules (common/speculative.cpp): same vocabulary type, the same add-BOS/EOS flags and, where
+the vocabulary adds that token, the same id; vocabulary sizes within 128, identical token texts
+from id 5 on. An EOS the tokenizer never adds is only the model's end-of-answer token, which the
+target alone decides on: an instruct target (<|im_end|>) pairs with a base draft of its family
+(<|endoftext|>). Working from headers means the downloader can check a candidate before
+fetching the whole file.
 """
 
 from __future__ import annotations
@@ -57,11 +60,14 @@ def incompatibility(target: VocabInfo, draft: VocabInfo) -> str | None:
 def _rule_broken(target: VocabInfo, draft: VocabInfo) -> str | None:
     if target.kind != draft.kind:
         return f"the vocabulary types differ (target '{target.kind}', draft '{draft.kind}')"
-    for what, t, d in (("BOS", target.bos, draft.bos), ("EOS", target.eos, draft.eos)):
-        if t != d:
-            return f"the {what} token differs (target {t}, draft {d})"
     if (target.add_bos, target.add_eos) != (draft.add_bos, draft.add_eos):
         return "the models disagree on adding BOS/EOS tokens"
+    for what, added, t, d in (
+        ("BOS", target.add_bos, target.bos, draft.bos),
+        ("EOS", target.add_eos, target.eos, draft.eos),
+    ):
+        if added and t != d:
+            return f"the {what} token differs (target {t}, draft {d})"
     n_t, n_d = len(target.tokens), len(draft.tokens)
     if abs(n_t - n_d) > MAX_VOCAB_SIZE_DIFFERENCE:
         return f"the vocabulary sizes differ too much (target {n_t:,} tokens, draft {n_d:,})"

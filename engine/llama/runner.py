@@ -23,7 +23,14 @@ from engine.errors import ContextFullError, DecodeError, ModelLoadError
 from engine.gguf.header import GGUFInfo, read_header
 from engine.llama import backends, cpu_weights, offload
 from engine.llama import log as llama_log
-from engine.llama.memory import Checkpoint, CheckpointCounters, CheckpointKind, Checkpoints, memory_kind
+from engine.llama.memory import (
+    Checkpoint,
+    CheckpointCounters,
+    CheckpointKind,
+    Checkpoints,
+    MemoryKind,
+    memory_kind,
+)
 
 _backend_ready = False
 # Decodes of more tokens than this (prompt chunks) can be interrupted mid-way; shorter ones take
@@ -59,6 +66,29 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return int(np.argmax(x))
 
 
+def memory_of_file(path: str) -> MemoryKind:
+    """How the model in a GGUF file remembers the context, without loading its weights."""
+    _init_backend()
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True  # the architecture and hyperparameters, no tensors
+    model = llama_cpp.llama_model_load_from_file(os.fsencode(path), params)
+    if not model:
+        raise _load_failure(path, "")
+    try:
+        return memory_kind(model, read_header(path).sliding_window)
+    finally:
+        llama_cpp.llama_model_free(model)
+
+
+def _init_backend() -> None:
+    global _backend_ready
+    llama_log.install()
+    if not _backend_ready:
+        backends.ensure_loaded()  # before llama.cpp looks for devices
+        llama_cpp.llama_backend_init()
+        _backend_ready = True
+
+
 # llama.cpp's words for running out of memory; any other load failure is about the file itself.
 _MEMORY_WORDS = re.compile(r"alloc|out of memory|not enough memory", re.I)
 FILE_HINT = (
@@ -80,12 +110,7 @@ class ModelRunner:
     """A loaded model with one sequence of KV cache. Not thread-safe: one owner thread."""
 
     def __init__(self, spec: ModelSpec, progress: Callable[[float], None] | None = None):
-        global _backend_ready
-        llama_log.install()
-        if not _backend_ready:
-            backends.ensure_loaded()  # before llama.cpp looks for devices
-            llama_cpp.llama_backend_init()
-            _backend_ready = True
+        _init_backend()
         self._model = self._ctx = self._batch = None  # before anything can fail: close() runs on error
         self.spec = spec
         self.info: GGUFInfo = read_header(spec.path)  # clear errors for non-GGUF / truncated files

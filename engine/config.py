@@ -13,6 +13,7 @@ class DrafterMode(str, Enum):
     DRAFT_MODEL = "draft"  # the small draft model
     LOOKUP = "lookup"  # n-gram match against the conversation so far
     BOTH = "both"  # lookup when it matches, the draft model otherwise
+    MTP = "mtp"  # the target's own next-token-prediction head (a GGUF with MTP layers)
     OFF = "off"  # plain decoding
 
 
@@ -22,6 +23,7 @@ class DrafterKind(str, Enum):
     DRAFT_MODEL = "draft"  # the small draft model
     LOOKUP = "lookup"  # prompt lookup
     HISTORY = "history"  # the user's earlier conversations (engine/history)
+    MTP = "mtp"  # the target's own MTP head (engine/llama/mtp.py)
     NONE = "none"  # nothing drafted: the round is one plain target step
 
 
@@ -32,6 +34,7 @@ class TokenSource(str, Enum):
     DRAFT_MODEL = "draft"  # proposed by the draft model and accepted by the target
     LOOKUP = "lookup"  # proposed by prompt lookup and accepted by the target
     HISTORY = "history"  # continued from the user's earlier conversations and accepted by the target
+    MTP = "mtp"  # proposed by the target's own MTP head and accepted by the target
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,9 @@ class ModelSpec:
     n_batch: int = 512
     # llama.cpp's AMX kernels crash on batched decodes (engine/llama/cpu_weights.py): off unless asked.
     allow_amx: bool = False
+    # Load the file's MTP (next-token prediction) layers, if it has any, to draft with them: a few
+    # percent more memory for a drafter that needs no draft file. False leaves them on disk.
+    mtp: bool = True
     name: str = ""  # what the user calls it (a rename in the library); "" = the clean name from its header
 
     def with_(self, **changes) -> ModelSpec:

@@ -1,4 +1,4 @@
-"""Where draft tokens come from: the draft model, prompt lookup, or the user's history. One small interface.
+"""Where draft tokens come from: the draft model, the target's MTP head, prompt lookup, or the user's history.
 
 A Draft carries the proposed tokens and, for a sampled draft model, the distributions they were
 drawn from (the rejection rule needs p_draft). Lookup and history drafts are deterministic: p_draft is None.
@@ -15,14 +15,17 @@ import numpy as np
 from engine.config import DrafterKind, SamplingParams, TokenSource
 from engine.decoding.lookup import NgramIndex
 from engine.decoding.sampling import Distribution, distribution, greedy_token
+from engine.errors import DecodeError
 from engine.history.store import NO_PROPOSAL, HistoryIndex, Proposal
 from engine.llama.memory import CheckpointKind
+from engine.llama.mtp import MtpHead
 from engine.llama.runner import ModelRunner
 
 _SOURCES = {
     DrafterKind.LOOKUP: TokenSource.LOOKUP,
     DrafterKind.HISTORY: TokenSource.HISTORY,
     DrafterKind.DRAFT_MODEL: TokenSource.DRAFT_MODEL,
+    DrafterKind.MTP: TokenSource.MTP,
 }
 
 
@@ -121,22 +124,65 @@ class DraftModelDrafter:
             keep = CheckpointKind.ROUND if step == 0 and self.runner.memory.needs_checkpoints else None
             logits = self.runner.eval(seq, 1, checkpoint=keep)[0]
             draft.n_steps += 1
-            if sampling.greedy:
-                token = greedy_token(logits)
-                confidence = _top_probability(logits, token)
-                p = None
-            else:
-                p = distribution(logits, sampling)
-                token, confidence = p.sample(rng), p.top_prob
-            # Decided from the distribution alone, never from the sampled token: stays lossless.
-            if confidence < p_min and draft.tokens:
+            if not _take(draft, logits, sampling, rng, p_min):
                 break
-            draft.tokens.append(token)
-            draft.p_draft.append(p)
-            draft.confidence.append(confidence)
-            seq.append(token)
+            seq.append(draft.tokens[-1])
         draft.seconds = time.perf_counter() - t0
         return draft
+
+
+class MtpDrafter:
+    """Drafting with the target's own MTP head: each step feeds the head's hidden state forward."""
+
+    kind = DrafterKind.MTP
+
+    def __init__(self, head: MtpHead):
+        self.head = head
+
+    def ready(self, history: Sequence[int]) -> bool:
+        """The head follows the target up to the last committed token (not so on an answer's first round)."""
+        return self.head.can_draft(len(history) - 1)
+
+    def propose(
+        self,
+        history: Sequence[int],
+        draft_length: int,
+        sampling: SamplingParams,
+        rng: np.random.Generator,
+        p_min: float,
+    ) -> Draft:
+        t0 = time.perf_counter()
+        draft = Draft(self.kind, draft_length)
+        token, position, hidden = history[-1], len(history) - 1, None
+        try:
+            for _ in range(draft_length):
+                logits, own = self.head.step(token, position, hidden)
+                draft.n_steps += 1
+                if not _take(draft, logits, sampling, rng, p_min):
+                    break
+                token, position, hidden = draft.tokens[-1], position + 1, own.copy()
+        except DecodeError:
+            pass  # the head failed (it says why and drafts no more): verify what it drafted so far
+        draft.seconds = time.perf_counter() - t0
+        return draft
+
+
+def _take(draft: Draft, logits: np.ndarray, sampling: SamplingParams, rng, p_min: float) -> bool:
+    """Choose the next draft token from a drafter's logits and add it, unless the drafter is too unsure.
+    Decided from the distribution alone, never from the sampled token: stays lossless."""
+    if sampling.greedy:
+        token = greedy_token(logits)
+        confidence = _top_probability(logits, token)
+        p = None
+    else:
+        p = distribution(logits, sampling)
+        token, confidence = p.sample(rng), p.top_prob
+    if confidence < p_min and draft.tokens:
+        return False
+    draft.tokens.append(token)
+    draft.p_draft.append(p)
+    draft.confidence.append(confidence)
+    return True
 
 
 def _top_probability(logits: np.ndarray, top: int) -> float:

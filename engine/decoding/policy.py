@@ -29,10 +29,17 @@ class CostModel:
     monotone in n: verifying more tokens never costs less.
     """
 
-    def __init__(self, verify_s: dict[int, float], draft_step_s: float | None = None, rollback_s: float = 0.0):
+    def __init__(
+        self,
+        verify_s: dict[int, float],
+        draft_step_s: float | None = None,
+        rollback_s: float = 0.0,
+        mtp_step_s: float | None = None,
+    ):
         assert 1 in verify_s, "the single-token step must be measured"
         self._verify = {n: deque([t], maxlen=WINDOW) for n, t in verify_s.items()}
         self._draft = deque([draft_step_s] if draft_step_s is not None else [], maxlen=WINDOW)
+        self._mtp = deque([mtp_step_s] if mtp_step_s is not None else [], maxlen=WINDOW)
         # A recurrent target undoes a rejected draft from a checkpoint: saving it before every drafted
         # round and restoring it after a rejection (calibrated), then re-evaluating the accepted tokens.
         self.rolls_back = rollback_s > 0
@@ -48,6 +55,19 @@ class CostModel:
     @property
     def draft_step_s(self) -> float | None:
         return _median(self._draft) if self._draft else None
+
+    @property
+    def mtp_step_s(self) -> float | None:
+        """One step of the target's MTP head."""
+        return _median(self._mtp) if self._mtp else None
+
+    def step_cost(self, drafter: DrafterKind) -> float:
+        """What one drafted token costs the drafter: a model's step, ~0 for lookup and history."""
+        if drafter == DrafterKind.DRAFT_MODEL:
+            return self.draft_step_s or self.step_s
+        if drafter == DrafterKind.MTP:
+            return self.mtp_step_s or self.step_s
+        return 0.0
 
     def verify_s(self, n: int) -> float:
         table = self._table or self._build()
@@ -82,6 +102,9 @@ class CostModel:
     def observe_draft_step(self, seconds: float) -> None:
         self._draft.append(seconds)
 
+    def observe_mtp_step(self, seconds: float) -> None:
+        self._mtp.append(seconds)
+
     def observe_rollback(self, seconds: float) -> None:
         """A rejected draft undone: the restore and the accepted tokens' re-evaluation, measured."""
         self._rollback.append(seconds)
@@ -98,6 +121,7 @@ class CostModel:
         return {
             "verify_s": {n: self.verify_s(n) for n in sorted(self._verify)},
             "draft_step_s": self.draft_step_s,
+            "mtp_step_s": self.mtp_step_s,
             "rollback_s": _median(self._rollback) if self._rollback else self._checkpoint,
         }
 
@@ -191,7 +215,7 @@ def best_choice(
     # coin-flip gain is not worth a possible loss.
     bar = best.expected_tps * PLAIN_MARGIN
     for drafter, (alpha, k_max) in options.items():
-        per_token = (costs.draft_step_s or costs.step_s) if drafter == DrafterKind.DRAFT_MODEL else 0.0
+        per_token = costs.step_cost(DrafterKind(drafter))
         first, cont = alpha if isinstance(alpha, tuple) else (alpha, alpha)
         for k in [k_max] if fixed_k else range(1, k_max + 1):
             expected = expected_tokens(alpha, k)
@@ -228,15 +252,21 @@ class ConfidenceCalibration:
         self.accepted *= MEMORY
 
 
-def draft_confidence_floor(costs: CostModel, k: int, calibration: ConfidenceCalibration | None = None) -> float:
+def draft_confidence_floor(
+    costs: CostModel,
+    k: int,
+    calibration: ConfidenceCalibration | None = None,
+    drafter: DrafterKind = DrafterKind.DRAFT_MODEL,
+) -> float:
     """The draft model's adaptive p_min: stop drafting when one more token is not worth its cost.
 
     One more draft token costs a draft step plus the extra verification width; it is worth a
     plain target step if accepted. Its draft probability, corrected by how well that probability
     has predicted acceptance so far, stands in for the acceptance chance.
     """
-    if costs.draft_step_s is None:
+    step = costs.mtp_step_s if drafter == DrafterKind.MTP else costs.draft_step_s
+    if step is None:
         return 0.5
-    marginal = costs.draft_step_s + costs.verify_s(k + 2) - costs.verify_s(k + 1)
+    marginal = step + costs.verify_s(k + 2) - costs.verify_s(k + 1)
     ratio = calibration.ratio if calibration else 1.0
     return float(np.clip(marginal / costs.step_s / max(ratio, 1e-3), 0.2, 0.95))

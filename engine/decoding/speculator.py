@@ -19,7 +19,7 @@ from engine.chat.reasoning import ReasoningSplitter
 from engine.chat.textstream import TextStream
 from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
 from engine.decoding.acceptance import Verdict, verify_greedy, verify_sampled
-from engine.decoding.drafters import NO_DRAFT, Draft, DraftModelDrafter, HistoryDrafter, LookupDrafter
+from engine.decoding.drafters import NO_DRAFT, Draft, DraftModelDrafter, HistoryDrafter, LookupDrafter, MtpDrafter
 from engine.decoding.events import DoneEvent, Event, FinishReason, RoundEvent, TokenEvent
 from engine.decoding.policy import (
     AcceptanceTracker,
@@ -36,6 +36,7 @@ from engine.llama.memory import CheckpointKind
 from engine.llama.runner import Cancelled, ModelRunner
 
 CALIBRATION_SIZES = (1, 2, 4, 8)
+MODEL_DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.MTP)  # drafters that run a model, token by token
 
 
 class _TargetRows(Sequence):
@@ -68,12 +69,14 @@ class Speculator:
         # A recurrent draft whose state cannot go back would leave its cache wrong after a rejection.
         self.draft_runner = draft if draft is not None and not draft.rollback_problem else None
         self.draft_model = DraftModelDrafter(self.draft_runner) if self.draft_runner else None
+        self.mtp = MtpDrafter(target.mtp) if target.mtp is not None else None
         self.lookup = LookupDrafter()
         self.history = HistoryDrafter(history) if history is not None else None
         self.last_answer: list[int] = []  # the tokens of the latest answer, for the history index
         self.costs = costs or self.calibrate()
         self.trackers: dict[str, AcceptanceTracker] = {}
-        self.calibration = ConfidenceCalibration()
+        # How well each model drafter's own confidence predicts acceptance (its adaptive p_min).
+        self.confidence = {kind: ConfidenceCalibration() for kind in MODEL_DRAFTERS}
         # Deterministic offers (lookup, history) being followed against what the target produces.
         self._shadows: dict[DrafterKind, _ShadowProposal] = {}
 
@@ -81,7 +84,8 @@ class Speculator:
         """Time target decodes of a few widths and one draft step (under a second on 2 CPU cores)."""
         verify = self.target.time_decodes(CALIBRATION_SIZES)
         draft_step = self.draft_runner.time_decodes([1])[1] if self.draft_runner else None
-        return CostModel(verify, draft_step, self.target.time_rollback() if self._rolls_back else 0.0)
+        rollback = self.target.time_rollback() if self._rolls_back else 0.0
+        return CostModel(verify, draft_step, rollback, self.target.time_mtp_step() if self.mtp else None)
 
     @property
     def _rolls_back(self) -> bool:
@@ -102,7 +106,7 @@ class Speculator:
 
     def forget_acceptance(self) -> None:
         self.trackers.clear()
-        self.calibration = ConfidenceCalibration()
+        self.confidence = {kind: ConfidenceCalibration() for kind in MODEL_DRAFTERS}
         self._shadows = {}
 
     def tracker(self, key: str) -> AcceptanceTracker:
@@ -277,6 +281,8 @@ class Speculator:
         )
         if self.draft_model is not None and wants_model:
             options[DrafterKind.DRAFT_MODEL] = (self.tracker(DrafterKind.DRAFT_MODEL.value).rates, k_cap)
+        if self.mtp is not None and mode in (DrafterMode.AUTO, DrafterMode.MTP) and self.mtp.ready(committed):
+            options[DrafterKind.MTP] = (self.tracker(DrafterKind.MTP.value).rates, k_cap)
         if not options:
             return NO_DRAFT, offers
         if spec.draft_length is not None:
@@ -288,17 +294,19 @@ class Speculator:
         if choice.drafter in offers:
             tokens = offers[choice.drafter][1][:length]
             return Draft(choice.drafter, length, tokens, [None] * len(tokens)), offers
-        if choice.drafter == DrafterKind.DRAFT_MODEL:
+        if choice.drafter in MODEL_DRAFTERS:
+            drafter = self.draft_model if choice.drafter == DrafterKind.DRAFT_MODEL else self.mtp
             p_min = (
                 spec.draft_p_min
                 if spec.draft_p_min is not None
-                else draft_confidence_floor(self.costs, length, self.calibration)
+                else draft_confidence_floor(self.costs, length, self.confidence[choice.drafter], choice.drafter)
             )
             try:
-                draft = self.draft_model.propose(committed, length, sampling, rng, p_min)
+                draft = drafter.propose(committed, length, sampling, rng, p_min)
             except ContextFullError:  # the draft's context is smaller than the target's: go on without it
                 return NO_DRAFT, offers
-            self.costs.observe_draft_step(draft.seconds / max(draft.n_steps, 1))
+            observe = self.costs.observe_mtp_step if drafter is self.mtp else self.costs.observe_draft_step
+            observe(draft.seconds / max(draft.n_steps, 1))
             if spec.sample_and_match:
                 draft.p_draft = [None] * len(draft)  # a point mass: accepted iff the target samples it
             return draft, offers
@@ -315,13 +323,14 @@ class Speculator:
 
     def _learn(self, draft: Draft, verdict: Verdict, offers: dict[DrafterKind, tuple[str, list[int]]]) -> None:
         produced = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
-        if draft.drafter == DrafterKind.DRAFT_MODEL:
-            self.tracker(DrafterKind.DRAFT_MODEL.value).observe(len(draft), verdict.n_accepted)
-            self.calibration.observe(draft.confidence, verdict.n_accepted)
-        else:
-            # Untried: drift back towards the prior, to be tried again.
-            self.tracker(DrafterKind.DRAFT_MODEL.value).decay()
-            self.calibration.decay()
+        for kind in MODEL_DRAFTERS:
+            if draft.drafter == kind:
+                self.tracker(kind.value).observe(len(draft), verdict.n_accepted)
+                self.confidence[kind].observe(draft.confidence, verdict.n_accepted)
+            else:
+                # Untried: drift back towards the prior, to be tried again.
+                self.tracker(kind.value).decay()
+                self.confidence[kind].decay()
         # Lookup and history are deterministic, so how far a whole offer would have gone is known
         # for free: follow it against the tokens the target goes on to produce, round after round,
         # until it misses or runs out — whether the round drafted from it, drafted part of it, or

@@ -31,6 +31,7 @@ from engine.llama.memory import (
     MemoryKind,
     memory_kind,
 )
+from engine.llama.mtp import MtpHead
 
 _backend_ready = False
 # Decodes of more tokens than this (prompt chunks) can be interrupted mid-way; shorter ones take
@@ -111,7 +112,7 @@ class ModelRunner:
 
     def __init__(self, spec: ModelSpec, progress: Callable[[float], None] | None = None):
         _init_backend()
-        self._model = self._ctx = self._batch = None  # before anything can fail: close() runs on error
+        self._model = self._ctx = self._batch = self.mtp = None  # before anything can fail: close() runs on error
         self.spec = spec
         self.info: GGUFInfo = read_header(spec.path)  # clear errors for non-GGUF / truncated files
         self.cancel_event: threading.Event | None = None
@@ -125,6 +126,8 @@ class ModelRunner:
             # batches of CPU weights through the GPU ("op offload") and keeps buffers there.
             self._no_devices = (ctypes.c_void_p * 1)()
             mparams.devices = ctypes.cast(self._no_devices, ctypes.c_void_p)
+        # The MTP layers are skipped at load unless asked for (llama.cpp's load_mtp).
+        mparams.load_mtp = bool(spec.mtp and self.info.nextn_layers)
         self.weights = cpu_weights.plan(self.info.tensors, self.info.n_layers or 0, n_gpu_layers, spec.allow_amx)
         keep_alive = cpu_weights.apply(self.weights, mparams)  # noqa: F841 - read by llama.cpp during the load
         if progress is not None:
@@ -179,10 +182,25 @@ class ModelRunner:
             self.gpu_layers = 0
         self.backend = backend_name() if self.gpu_layers else "CPU"
         self.cached: list[int] = []  # tokens whose K/V the context holds, positions 0..n-1
+        self.mtp_problem = ""  # why a file's MTP layers are not used ("" when they are, or there are none)
+        if self.info.nextn_layers:
+            self._open_mtp(spec)
         self._eog: dict[int, bool] = {}
         self.bos_id = llama_cpp.llama_vocab_bos(self.vocab)
         # Why drafts could not be rolled back on this model (None: they can); see check_rollback.
         self.rollback_problem: str | None = self.check_rollback() if self.memory.needs_checkpoints else None
+
+    def _open_mtp(self, spec: ModelSpec) -> None:
+        if not spec.mtp:
+            self.mtp_problem = "its MTP layers were not loaded (Settings → Models)"
+            return
+        if llama_cpp.llama_model_n_layer_nextn(self._model) != 1:
+            self.mtp_problem = "only single-head MTP (Qwen3.5/3.6) is supported"
+            return
+        try:
+            self.mtp = MtpHead(self._model, self._ctx, self.n_ctx, self.n_batch, self.n_threads)
+        except DecodeError as error:
+            self.mtp_problem = str(error)
 
     def _gpu_layers_for(self, spec: ModelSpec) -> int:
         """spec.n_gpu_layers as llama.cpp takes it: "all" and "auto" resolved (auto: what fits alone)."""
@@ -201,6 +219,9 @@ class ModelRunner:
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
+        if self.mtp is not None:
+            self.mtp.close()  # before the target's context, which it points to
+            self.mtp = None
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
@@ -220,7 +241,8 @@ class ModelRunner:
 
     @property
     def context_bytes(self) -> int:
-        return int(llama_cpp.llama_state_get_size(self._ctx)) if self._ctx else 0
+        own = int(llama_cpp.llama_state_get_size(self._ctx)) if self._ctx else 0
+        return own + (self.mtp.context_bytes if self.mtp is not None else 0)
 
     def _arm_abort(self, armed: bool) -> None:
         if armed != self._abort_armed:
@@ -288,12 +310,14 @@ class ModelRunner:
         """Erase positions n.. from the memory (beyond self.cached too: what a failed decode left)."""
         if llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1):
             del self.cached[n:]
-            return
-        # A recurrent state refuses a partial erase (llama.cpp returns false and changes nothing).
-        checkpoint = self.checkpoints.best(self.cached, n)
-        if checkpoint is None or not self._restore(checkpoint):
-            self.checkpoints.counters.cleared += 1
-            self._clear()
+        else:
+            # A recurrent state refuses a partial erase (llama.cpp returns false and changes nothing).
+            checkpoint = self.checkpoints.best(self.cached, n)
+            if checkpoint is None or not self._restore(checkpoint):
+                self.checkpoints.counters.cleared += 1
+                self._clear()
+        if self.mtp is not None:
+            self.mtp.forget_from(len(self.cached))
 
     def _restore(self, checkpoint: Checkpoint) -> bool:
         """Back to a checkpoint: its recurrent state, then the attention part trimmed to match."""
@@ -308,6 +332,8 @@ class ModelRunner:
     def _clear(self) -> None:
         llama_cpp.llama_memory_clear(self._mem, True)
         self.cached.clear()
+        if self.mtp is not None:
+            self.mtp.forget_from(0)
 
     def check_rollback(self) -> str | None:
         """Whether a checkpoint of this model's state can be kept and restored (None: it can).
@@ -389,6 +415,8 @@ class ModelRunner:
                 raise ContextFullError(f"No room in the {self.n_ctx}-token context for {count} more tokens.")
             raise DecodeError(f"llama_decode failed (code {rc}) at position {start}.")
         self.cached.extend(tokens[start:end])
+        if self.mtp is not None:
+            self.mtp.follow(tokens, start, end)  # the head's cache follows the target's
 
     def time_decodes(self, sizes: Sequence[int], repeats: int = 2) -> dict[int, float]:
         """Median seconds for one decode of n tokens, for each n in sizes (calibration).
@@ -416,6 +444,25 @@ class ModelRunner:
             result[n] = float(np.median(times))
         self.reset()
         return result
+
+    def time_mtp_step(self, repeats: int = 3) -> float | None:
+        """Median seconds of one MTP head step (None without a head); the first, which allocates, is not counted."""
+        if self.mtp is None:
+            return None
+        context = [min(1000 + i, self.n_vocab - 1) for i in range(16)]
+        self.eval(context, 0)
+        times = []
+        try:
+            for _ in range(repeats + 1):
+                t0 = time.perf_counter()
+                self.mtp.step(context[-1], len(context), None)
+                times.append(time.perf_counter() - t0)
+                self.mtp.forget_from(len(context))
+        except DecodeError:
+            return None  # the head failed (self.mtp.problem says why): it will not be offered
+        finally:
+            self.reset()
+        return float(np.median(times[1:]))
 
     def time_rollback(self) -> float:
         """Seconds a rolled-back draft costs beyond its verification: keeping a checkpoint before the

@@ -171,6 +171,15 @@ class GGUFInfo:
         value = self.get(f"{self.architecture}.nextn_predict_layers")
         return int(value) if isinstance(value, int) and value > 0 else 0
 
+    @property
+    def mtp_bytes(self) -> int:
+        """The weights of the MTP layers (the last nextn_layers blocks): what loading the head adds."""
+        if not self.nextn_layers or not self.n_layers:
+            return 0
+        first = self.n_layers - self.nextn_layers
+        blocks = {f"blk.{i}." for i in range(first, self.n_layers)}
+        return sum(t.n_bytes for t in self.tensors if t.name.startswith(tuple(blocks)))
+
     def kv_bytes_per_token(self) -> int | None:
         """f16 K and V for every layer: what one token of context costs in memory."""
         arch = self.architecture

@@ -71,13 +71,14 @@ class Checkpoint:
     tokens: np.ndarray  # the tokens the saved state holds (positions 0..n-1)
     state: ctypes.Array
     kind: CheckpointKind
+    hidden: np.ndarray | None = None  # the target's hidden state at position n-1, for an MTP head
 
     def __len__(self) -> int:
         return len(self.tokens)
 
     @property
     def nbytes(self) -> int:
-        return len(self.state)
+        return len(self.state) + (self.hidden.nbytes if self.hidden is not None else 0)
 
     def holds_prefix_of(self, tokens: np.ndarray) -> bool:
         n = len(self.tokens)
@@ -110,7 +111,7 @@ class Checkpoints:
     def nbytes(self) -> int:
         return sum(c.nbytes for c in self.items)
 
-    def save(self, cached: list[int], kind: CheckpointKind) -> bool:
+    def save(self, cached: list[int], kind: CheckpointKind, hidden: np.ndarray | None = None) -> bool:
         """Copy the state as it is now, holding `cached`. False: llama.cpp could not."""
         tokens = np.asarray(cached, dtype=np.int32)
         for c in self.items:
@@ -126,7 +127,7 @@ class Checkpoints:
         written = llama_cpp.llama_state_seq_get_data_ext(self.ctx, state, size, 0, _PARTIAL)
         if written != size:
             return False
-        self.items.append(Checkpoint(tokens, state, kind))
+        self.items.append(Checkpoint(tokens, state, kind, hidden))
         self.counters.saved += 1
         self.counters.save_s += time.perf_counter() - t0
         self._evict()
@@ -149,9 +150,10 @@ class Checkpoints:
     def restore(self, checkpoint: Checkpoint) -> bool:
         """Put the saved state back (the recurrent part of a hybrid; its attention part is the caller's)."""
         t0 = time.perf_counter()
-        read = llama_cpp.llama_state_seq_set_data_ext(self.ctx, checkpoint.state, checkpoint.nbytes, 0, _PARTIAL)
+        size = len(checkpoint.state)
+        read = llama_cpp.llama_state_seq_set_data_ext(self.ctx, checkpoint.state, size, 0, _PARTIAL)
         self.counters.restore_s += time.perf_counter() - t0
-        if read != checkpoint.nbytes:
+        if read != size:
             self.items.remove(checkpoint)
             return False
         self.counters.restored += 1

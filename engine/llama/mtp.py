@@ -103,6 +103,14 @@ class MtpHead:
         self._hidden.update({start + i: rows[i] for i in range(end - start)})
         self.follow_s += time.perf_counter() - t0
 
+    def hidden_at(self, position: int) -> np.ndarray | None:
+        """The target's hidden state at position, if the head still has it (kept with checkpoints)."""
+        return self._hidden.get(position)
+
+    def remember(self, position: int, hidden: np.ndarray) -> None:
+        """A checkpoint brought the target back to position + 1: its hidden state there comes back too."""
+        self._hidden[position] = hidden
+
     # -- drafting ----------------------------------------------------------------------------
 
     def can_draft(self, position: int) -> bool:

@@ -327,6 +327,8 @@ class ModelRunner:
         if not llama_cpp.llama_memory_seq_rm(self._mem, 0, n, -1):
             return False
         del self.cached[n:]
+        if self.mtp is not None and checkpoint.hidden is not None:
+            self.mtp.remember(n - 1, checkpoint.hidden)
         return True
 
     def _clear(self) -> None:
@@ -380,11 +382,21 @@ class ModelRunner:
             raise ContextFullError(f"The conversation needs {n} tokens but the context holds {self.n_ctx}.")
         head_end = n - n_logits
         start = self.truncate(min(common_prefix(self.cached, tokens), head_end))
+        if (
+            self.mtp is not None
+            and 0 < start
+            and self.mtp.hidden_at(start - 1) is None
+            and not self.memory.needs_checkpoints
+        ):
+            # The MTP head pairs the first new token with the target's hidden state one position
+            # earlier; re-evaluating that one token brings it back (a recurrent memory's checkpoints keep it).
+            start = self.truncate(start - 1)
         self.last_decoded = n - start
         for begin in range(start, head_end, self.n_batch):  # prefill without logits
             self._decode(tokens, begin, min(begin + self.n_batch, head_end), want_logits=False)
         if checkpoint is not None and self.memory.needs_checkpoints and self.cached:
-            self.checkpoints.save(self.cached, checkpoint)
+            hidden = self.mtp.hidden_at(len(self.cached) - 1) if self.mtp is not None else None
+            self.checkpoints.save(self.cached, checkpoint, hidden)
         if n_logits == 0:
             return None
         self._decode(tokens, head_end, n, want_logits=True)

@@ -23,6 +23,7 @@ DRAFTER_LABELS = {
     DrafterKind.DRAFT_MODEL: "draft model",
     DrafterKind.LOOKUP: "prompt lookup",
     DrafterKind.HISTORY: "history",
+    DrafterKind.MTP: "MTP head",
     DrafterKind.NONE: "no draft (plain step)",
 }
 MIN_BAR_PX = 3.0

@@ -641,7 +641,7 @@ class MainWindow(QMainWindow):
             return
         pal = self.palette()
         chips = []
-        for source in ("draft", "lookup", "history"):
+        for source in ("draft", "mtp", "lookup", "history"):
             colour = theme.token_background(source, pal)
             chips.append(
                 f"<span style='background:{theme.css(colour)}'>&nbsp;{theme.SOURCE_LABELS[source]}&nbsp;</span>"

@@ -86,6 +86,7 @@ class Settings:
     # System-prompt presets a chat can pick (name -> prompt), in the order shown; starts with a few examples.
     presets: dict[str, str] = field(default_factory=lambda: dict(_BUILTIN_PRESETS))
     allow_amx: bool = False  # llama.cpp's AMX kernels crash on batched decoding (engine/llama/cpu_weights.py)
+    load_mtp: bool = True  # load a target's MTP (next-token prediction) layers, when its file has them, to draft with
     show_token_colours: bool = False
     show_reasoning: bool = True  # a reasoning model's "Thinking" section above its answers
     theme: str = "system"  # THEMES: the system's colours, or Specula's light or dark ones
@@ -103,7 +104,8 @@ class Settings:
     # -- to the engine's records --------------------------------------------------------------
 
     def target_spec(self) -> ModelSpec | None:
-        return self._spec(self.target)
+        spec = self._spec(self.target)
+        return spec.with_(mtp=self.load_mtp) if spec else None
 
     def draft_spec(self) -> ModelSpec | None:
         return self._spec(self.draft)
@@ -142,7 +144,7 @@ class Settings:
 
     def load_key(self) -> tuple:
         """What needs a model reload when it changes."""
-        return (asdict(self.target), asdict(self.draft), self.context_size, self.allow_amx)
+        return (asdict(self.target), asdict(self.draft), self.context_size, self.allow_amx, self.load_mtp)
 
     # -- persistence --------------------------------------------------------------------------
 

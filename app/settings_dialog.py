@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 MODE_LABELS = {
     DrafterMode.AUTO.value: "Auto: choose per round from measured costs",
     DrafterMode.DRAFT_MODEL.value: "Draft model",
+    DrafterMode.MTP.value: "MTP head: the model's own next-token prediction layers",
     DrafterMode.LOOKUP.value: "Prompt lookup",
     DrafterMode.BOTH.value: "Both: lookup when it matches, else the draft model",
     DrafterMode.OFF.value: "Off: plain decoding",
@@ -277,7 +278,14 @@ class SettingsDialog(QDialog):
         form.addRow("Draft GPU layers", self.draft_gpu)
         form.addRow("Draft CPU threads", self.draft_threads)
         form.addRow("Intel AMX", self._amx_control())
-        note = QLabel("Changing models, context, GPU layers, threads or AMX reloads the models.")
+        self.load_mtp = QCheckBox("Load the model's own MTP head, when its file has one")
+        self.load_mtp.setToolTip(
+            "Qwen3.5/3.6 and some other models ship next-token prediction (MTP) layers that draft for the "
+            "model itself, with no draft file. Loading them costs their weights (a few percent of the model) "
+            "and a small context of their own; auto drafts with them only where that pays."
+        )
+        form.addRow("MTP", self.load_mtp)
+        note = QLabel("Changing models, context, GPU layers, threads, AMX or MTP reloads the models.")
         theme.tint(note)
         form.addRow("", note)
         self.tabs.addTab(page, "Models")
@@ -469,6 +477,7 @@ class SettingsDialog(QDialog):
         self.draft_gpu.setValue(s.draft.gpu_layers)
         self.draft_threads.setValue(s.draft.threads)
         self.amx.setChecked(s.allow_amx)
+        self.load_mtp.setChecked(s.load_mtp)
         self._load_generation(s)
         self.chat_tab.load(s.chat_templates, s.target.path, s.show_reasoning)
 
@@ -513,6 +522,7 @@ class SettingsDialog(QDialog):
             ),
             context_size=self.context.value(),
             allow_amx=self.amx.isChecked(),
+            load_mtp=self.load_mtp.isChecked(),
             temperature=round(self.temperature.value(), 4),
             top_p=round(self.top_p.value(), 4),
             top_k=self.top_k.value(),

@@ -34,6 +34,8 @@ CONFIGS: dict[str, SpecParams] = {
     "plain": SpecParams(mode=DrafterMode.OFF),
     "draft-k4": SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4, draft_p_min=0.0),
     "lookup": SpecParams(mode=DrafterMode.LOOKUP),
+    # A target whose GGUF has MTP layers drafts with its own head (no draft model needed).
+    "mtp-k4": SpecParams(mode=DrafterMode.MTP, draft_length=4, draft_p_min=0.0),
     "both": SpecParams(mode=DrafterMode.BOTH),
     "auto": SpecParams(mode=DrafterMode.AUTO),
     # With --history-dir: auto without the history index, to see what history adds or costs.
@@ -235,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     prompts = [p for p in data["prompts"] if not args.prompts or p["id"] in args.prompts.split(",")]
     prompts = [p for p in prompts if not args.split or p.get("split") == args.split]
     configs = [c for c in args.configs.split(",") if c]
+    if engine.target.mtp is None and "mtp-k4" in configs:
+        configs.remove("mtp-k4")
+        print(f"# mtp-k4 skipped: the target has no MTP head ({engine.target.mtp_problem or 'none in its file'})")
     info = engine.info
     print(
         f"# {info.target_name} + {info.draft_name}; {info.placement()}, {info.n_threads} threads; "

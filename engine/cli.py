@@ -22,7 +22,12 @@ from engine.config import (
 from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
 from engine.errors import EngineError
 
-COLOURS = {TokenSource.DRAFT_MODEL: "\033[32m", TokenSource.LOOKUP: "\033[36m", TokenSource.HISTORY: "\033[35m"}
+COLOURS = {
+    TokenSource.DRAFT_MODEL: "\033[32m",
+    TokenSource.LOOKUP: "\033[36m",
+    TokenSource.HISTORY: "\033[35m",
+    TokenSource.MTP: "\033[33m",
+}
 RESET = "\033[0m"
 DIM = "\033[2m"  # a reasoning model's thinking
 
@@ -46,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
         gpu_layers_arg(p)
         p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
         amx_arg(p)
+        p.add_argument(
+            "--no-mtp", dest="mtp", action="store_false", help="leave a model's MTP (next-token prediction) layers unloaded"
+        )
         p.add_argument("--system", help="system prompt")
         p.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
 
@@ -54,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--color",
         action="store_true",
-        help="colour tokens by source (green: draft model, cyan: lookup, magenta: history)",
+        help="colour tokens by source (green: draft model, yellow: MTP head, cyan: lookup, magenta: history)",
     )
     gen = sub.add_parser("generate", help="answer one message and exit")
     model_args(gen)
@@ -250,7 +258,7 @@ def load_engine(args):
         f"loading {os.path.basename(model)}" + (f" with draft {os.path.basename(draft)}" if draft else ""),
         file=sys.stderr,
     )
-    engine = Engine(ModelSpec(model, **common), ModelSpec(draft, **common) if draft else None)
+    engine = Engine(ModelSpec(model, mtp=args.mtp, **common), ModelSpec(draft, **common) if draft else None)
     info = engine.info
     print(
         f"{info.placement()}, "

@@ -384,7 +384,7 @@ class ModelRunner:
         start = self.truncate(min(common_prefix(self.cached, tokens), head_end))
         if (
             self.mtp is not None
-            and 0 < start
+            and start > 0
             and self.mtp.hidden_at(start - 1) is None
             and not self.memory.needs_checkpoints
         ):

@@ -58,6 +58,7 @@ def speculation(stats: AnswerStats, spec: SpecParams) -> dict:
         "rounds": stats.n_rounds,
         "drafters": drafters,  # "none": plain steps
         "tokens_by_source": dict(stats.tokens_by_source),
+        "plain_reason": stats.plain_reason or None,  # why the model is decoded plainly whatever was asked
     }
 
 

@@ -292,8 +292,9 @@ class MessageWidget(QFrame):
             return ""
         token = tokens[index]
         stats = self.live_stats or self.message.stats
+        label = theme.SOURCE_LABELS.get(token.source, token.source)
         lines = [
-            f"<b>{html.escape(theme.SOURCE_LABELS.get(token.source, token.source).capitalize())}</b>: "
+            f"<b>{html.escape(label[:1].upper() + label[1:])}</b>: "
             f"{html.escape(theme.SOURCE_DESCRIPTIONS.get(token.source, ''))}",
             f"Token {index + 1} of {len(tokens)}: <code>{html.escape(repr(token.text))}</code>",
         ]

@@ -52,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
         amx_arg(p)
         p.add_argument(
-            "--no-mtp", dest="mtp", action="store_false", help="leave a model's MTP (next-token prediction) layers unloaded"
+            "--no-mtp",
+            dest="mtp",
+            action="store_false",
+            help="leave a model's MTP (next-token prediction) layers unloaded",
         )
         p.add_argument("--system", help="system prompt")
         p.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")

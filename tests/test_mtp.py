@@ -83,7 +83,9 @@ def test_a_head_that_predicts_the_target_has_its_drafts_accepted(heads):
         tokens, sources, done = answer(e)
         assert tokens == plain
         assert done.stats.n_accepted == done.stats.n_drafted > 10
-        assert TokenSource.MTP in sources and done.stats.tokens_by_source[TokenSource.MTP.value] == done.stats.n_accepted
+        assert (
+            TokenSource.MTP in sources and done.stats.tokens_by_source[TokenSource.MTP.value] == done.stats.n_accepted
+        )
     finally:
         e.close()
 

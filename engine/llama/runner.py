@@ -110,7 +110,9 @@ def _load_failure(path: str, reason: str) -> ModelLoadError:
 class ModelRunner:
     """A loaded model with one sequence of KV cache. Not thread-safe: one owner thread."""
 
-    def __init__(self, spec: ModelSpec, progress: Callable[[float], None] | None = None):
+    def __init__(self, spec: ModelSpec, progress: Callable[[float], None] | None = None, n_rs_seq: int = 0):
+        """n_rs_seq: llama.cpp's experimental per-token recurrent snapshots, for bench_memory's
+        comparison only: the engine keeps checkpoints instead (README: Hybrid and recurrent models)."""
         _init_backend()
         self._model = self._ctx = self._batch = self.mtp = None  # before anything can fail: close() runs on error
         self.spec = spec
@@ -149,6 +151,7 @@ class ModelRunner:
         cparams.n_batch = spec.n_batch
         cparams.n_ubatch = spec.n_batch
         cparams.n_seq_max = 1
+        cparams.n_rs_seq = n_rs_seq
         cparams.n_threads = self.n_threads
         cparams.n_threads_batch = self.n_threads
         # Checked by llama.cpp between graph nodes, so a cancel interrupts even a long prompt. It is

@@ -32,6 +32,24 @@ def test_the_thinking_is_split_off_wherever_the_markers_fall(chunks):
     assert splitter.entered and splitter.answering
 
 
+@pytest.mark.parametrize("thinking", [False, True])
+def test_a_token_with_no_text_yet_is_passed_over(thinking):
+    """A token that ends inside a UTF-8 character comes as an empty piece; holding it made the
+    release loop spin forever (an answer that never ended, seen at temperature 0.8)."""
+    import threading
+
+    splitter = ReasoningSplitter(thinking=thinking)
+    parts = []
+    worker = threading.Thread(
+        target=lambda: parts.extend(splitter.push_all([Piece(1, "a", None), Piece(2, "", None), Piece(3, "é", None)])),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(5)
+    assert not worker.is_alive(), "the splitter never returned"
+    assert "".join(p.piece.text for p in parts) + "".join(p.piece.text for p in splitter.finish()) == "aé"
+
+
 def test_no_marker_at_the_start_means_no_thinking():
     assert split(["Use ", "<think>", " tags"])[:2] == ("", "Use <think> tags")
     assert split(["<", "b>bold</b>"])[:2] == ("", "<b>bold</b>")

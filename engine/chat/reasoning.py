@@ -43,7 +43,8 @@ class ReasoningSplitter:
     def push(self, piece: Piece) -> list[Part]:
         """Add one token's text; return the parts now safe to show."""
         self._pushed += 1
-        self._held.append(piece)
+        if piece.text:  # a token that ends inside a UTF-8 character shows nothing yet: nothing to hold
+            self._held.append(piece)
         return self._release(final=False)
 
     def finish(self) -> list[Part]:

@@ -55,6 +55,8 @@ class EngineInfo:
     draft_memory: str = ""
     checkpoint_bytes: int = 0  # recurrent-state checkpoints kept now (both models)
     speculation_note: str = ""  # why speculation is off, or why the draft model is not used ("" when neither)
+    mtp: str = ""  # the target's MTP head: "" (its file has none), "loaded" or why it is not used
+    mtp_bytes: int = 0  # the head's weights (loaded or not)
 
     def memory_text(self) -> str:
         """ "hybrid: attention + recurrent state (checkpoints 1.2 MB)" for the target, and the draft's if it differs."""
@@ -65,6 +67,10 @@ class EngineInfo:
             text += f"; draft: {MemoryKind(self.draft_memory).label}"
         if self.checkpoint_bytes:
             text += f" (checkpoints {self.checkpoint_bytes / 1e6:.1f} MB)"
+        if self.mtp == "loaded":
+            text += f"; MTP head loaded ({self.mtp_bytes / 1e6:,.1f} MB of weights)"
+        elif self.mtp:
+            text += f"; MTP head not used: {self.mtp} ({self.mtp_bytes / 1e6:,.1f} MB)"
         return text
 
     def placement(self) -> str:
@@ -187,6 +193,8 @@ class Engine:
             draft_memory=d.memory.value if d else "",
             checkpoint_bytes=sum(r.checkpoints.nbytes for r in (t, d) if r),
             speculation_note=self.speculation_note,
+            mtp="loaded" if t.mtp is not None else t.mtp_problem,
+            mtp_bytes=t.info.mtp_bytes,
         )
 
     @property

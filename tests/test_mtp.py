@@ -16,6 +16,7 @@ from engine.decoding.policy import CostModel
 from engine.llama.runner import ModelRunner
 from tests.mtp_fixture import with_mtp_head
 from tests.synthetic_models import synthetic
+from tests.test_engine import TripsAfter
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=32)
 MTP = SpecParams(mode=DrafterMode.MTP, draft_length=4)
@@ -110,7 +111,7 @@ def test_the_head_follows_regenerate_the_next_turn_and_a_cancel(heads):
         tokens, _, second = answer(e, turn2)
         assert tokens == answer(fresh, turn2, params=OFF)[0]
         assert second.stats.n_accepted == second.stats.n_drafted > 0, "the head followed the restored state"
-        cancel = _TripsAfter(4)
+        cancel = TripsAfter(4)
         assert answer(e, [ChatMessage("user", "tok_1 " * 60)], cancel=cancel)[2].finish_reason == FinishReason.CANCELLED
         tokens, _, after = answer(e, turn2)
         assert tokens == answer(fresh, turn2, params=OFF)[0] and after.stats.n_accepted == after.stats.n_drafted
@@ -138,17 +139,3 @@ def test_auto_drafts_with_the_head_where_verification_is_cheap(heads):
         assert done.stats.by_drafter()[DrafterKind.MTP].accepted > 10
     finally:
         e.close()
-
-
-class _TripsAfter:
-    """A cancel flag that turns itself on after it has been read n times."""
-
-    def __init__(self, n):
-        self.reads, self.n = 0, n
-
-    def is_set(self):
-        self.reads += 1
-        return self.reads > self.n
-
-    def set(self):
-        self.n = 0

@@ -9,7 +9,6 @@ other weights, so the draft is mostly rejected and rollbacks are many.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +21,7 @@ from engine.llama import memory
 from engine.llama.memory import CheckpointKind, MemoryKind
 from engine.llama.runner import ModelRunner
 from tests.synthetic_models import ATTENTION, DRAFT_SEED, HYBRID, RECURRENT, synthetic
+from tests.test_engine import TripsAfter
 
 ARCHS = HYBRID + RECURRENT
 GREEDY = SamplingParams(temperature=0.0, max_tokens=32)
@@ -161,18 +161,6 @@ def test_seeded_sampled_speculation_repeats(arch):
         assert one.tokens == two.tokens and one.stats.n_drafted > 0
     finally:
         e.close()
-
-
-class TripsAfter(threading.Event):
-    """A cancel flag that turns itself on after it has been read n times (mid-answer, deterministically)."""
-
-    def __init__(self, n):
-        super().__init__()
-        self.reads, self.n = 0, n
-
-    def is_set(self):
-        self.reads += 1
-        return self.reads > self.n
 
 
 @pytest.mark.parametrize("arch", ARCHS)

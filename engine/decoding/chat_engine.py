@@ -23,6 +23,7 @@ from engine.gguf.names import display_name
 from engine.gguf.pairing import check_compatible
 from engine.history import store as history_store
 from engine.llama import backends, offload
+from engine.llama.memory import MemoryKind
 from engine.llama.runner import Cancelled, ModelRunner, common_prefix
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,6 @@ class EngineInfo:
 
     def memory_text(self) -> str:
         """ "hybrid: attention + recurrent state (checkpoints 1.2 MB)" for the target, and the draft's if it differs."""
-        from engine.llama.memory import MemoryKind
-
         text = MemoryKind(self.target_memory).label
         if self.draft_memory and self.draft_memory != self.target_memory:
             text += f"; draft: {MemoryKind(self.draft_memory).label}"

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
 
-    from app import theme
+    from app.ui import theme
 
     QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -73,9 +73,9 @@ def open_window():
     """
     from PySide6.QtWidgets import QMessageBox
 
+    from app.core.settings import Settings
+    from app.core.store_open import open_chat_store
     from app.main_window import MainWindow
-    from app.settings import Settings
-    from app.store_open import open_chat_store
 
     opened = open_chat_store()
     settings = Settings.load()

@@ -28,33 +28,34 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import theme
-from app.about import about_html
-from app.answer_controller import AnswerController
-from app.answers import STORE_WRITE_ERRORS, write_problem
-from app.appearance import Appearance, stepped
-from app.chat_settings import ChatSettings
-from app.chat_settings_dialog import ChatSettingsDialog
-from app.chat_view import ChatView
-from app.composer import Composer
-from app.context_meter import ContextCounter
-from app.downloads import close_downloaders, open_downloader, open_library
-from app.draft_offer import IDLE_ANSWERS, DraftIdleWatch
-from app.elided_label import ElidedLabel
-from app.export import to_json, to_markdown
-from app.hub_tasks import BackgroundTasks
-from app.load_guard import LoadGuard
-from app.menus import build_menus
-from app.model_controller import EngineState, ModelController
-from app.model_picker import ModelPicker
-from app.server_panel import LocalServerController, ServerPanel, ServerStatusLabel
-from app.settings import Settings
-from app.settings_dialog import SettingsDialog
-from app.sidebar import Sidebar
-from app.status_bar import StatusBar
-from app.store import Conversation, Message, Store, title_from
-from app.welcome import WelcomePanel
-from app.worker import EngineHost
+from app.bridge.answer_controller import AnswerController
+from app.bridge.context_counter import ContextCounter
+from app.bridge.draft_offer import IDLE_ANSWERS, DraftIdleWatch
+from app.bridge.hub_tasks import BackgroundTasks
+from app.bridge.local_server import LocalServerController
+from app.bridge.model_controller import EngineState, ModelController
+from app.bridge.worker import EngineHost
+from app.chat.chat_view import ChatView
+from app.chat.composer import Composer
+from app.chat.model_picker import ModelPicker
+from app.chat.sidebar import Sidebar
+from app.core.answers import STORE_WRITE_ERRORS, write_problem
+from app.core.chat_settings import ChatSettings
+from app.core.export import to_json, to_markdown
+from app.core.load_guard import LoadGuard
+from app.core.settings import Settings
+from app.core.store import Conversation, Message, Store, title_from
+from app.dialogs.chat_settings_dialog import ChatSettingsDialog
+from app.dialogs.downloads import close_downloaders, open_downloader, open_library
+from app.dialogs.server_panel import ServerPanel, ServerStatusLabel
+from app.dialogs.settings_dialog import SettingsDialog
+from app.dialogs.welcome import WelcomePanel
+from app.ui import theme
+from app.ui.about import about_html
+from app.ui.appearance import Appearance, stepped
+from app.ui.elided_label import ElidedLabel
+from app.ui.menus import build_menus
+from app.ui.status_bar import StatusBar
 from engine import FinishReason
 
 log = logging.getLogger(__name__)

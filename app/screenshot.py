@@ -39,11 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
-    from app import theme
+    from app.bridge.model_controller import EngineState
+    from app.core.settings import ModelSettings, Settings
+    from app.core.store import Store
     from app.main_window import MainWindow
-    from app.model_controller import EngineState
-    from app.settings import ModelSettings, Settings
-    from app.store import Store
+    from app.ui import theme
     from engine.models import starter
     from engine.models.library import ModelLibrary
 

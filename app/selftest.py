@@ -76,7 +76,7 @@ def check_qt() -> str:
     from PySide6.QtGui import QColor, QGuiApplication, QIcon
     from PySide6.QtWidgets import QApplication, QLabel
 
-    from app.theme import ASSETS
+    from app.ui.theme import ASSETS
 
     _app = QApplication.instance() or QApplication(["specula"])  # kept alive until the checks are done
     label = QLabel("Specula")

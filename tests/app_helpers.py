@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.settings import ModelSettings, Settings
-from app.worker import running_threads
+from app.bridge.worker import running_threads
+from app.core.settings import ModelSettings, Settings
 
 LOAD_TIMEOUT_MS = 120_000
 ANSWER_TIMEOUT_MS = 120_000
@@ -31,9 +31,9 @@ def make_window(qtbot, isolated_home):
     At teardown every window is closed (its engine thread ended) and no engine thread may be
     left running.
     """
+    from app.bridge.model_controller import EngineState
+    from app.core.store import Store
     from app.main_window import MainWindow
-    from app.model_controller import EngineState
-    from app.store import Store
     from engine.models.library import ModelLibrary
 
     windows, stores = [], []

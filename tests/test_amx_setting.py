@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.settings import ModelSettings, Settings
-from app.settings_dialog import SettingsDialog
-from app.status_bar import StatusBar
+from app.core.settings import ModelSettings, Settings
+from app.dialogs.settings_dialog import SettingsDialog
+from app.ui.status_bar import StatusBar
 from engine.decoding.chat_engine import EngineInfo
 from engine.llama import cpu_weights
 from engine.models.library import ModelLibrary

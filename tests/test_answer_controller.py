@@ -13,12 +13,12 @@ import threading
 import pytest
 from PySide6.QtCore import QObject
 
-from app.answer_controller import AnswerController
-from app.load_guard import LoadGuard
-from app.model_controller import EngineState, ModelController
-from app.settings import ModelSettings, Settings
-from app.store import Store, Token
-from app.worker import AnswerRequest, EngineWorker
+from app.bridge.answer_controller import AnswerController
+from app.bridge.model_controller import EngineState, ModelController
+from app.bridge.worker import AnswerRequest, EngineWorker
+from app.core.load_guard import LoadGuard
+from app.core.settings import ModelSettings, Settings
+from app.core.store import Store, Token
 from engine import AnswerStats, DoneEvent, FinishReason
 from engine.config import ChatMessage, DrafterMode
 

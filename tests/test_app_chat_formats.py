@@ -1,8 +1,8 @@
 """The app with a base model (Gemma 3 270M: no chat template in its file) and a per-model format override."""
 # ruff: noqa: F811  (pytest fixtures imported from tests.app_helpers)
 
-from app.model_controller import EngineState
-from app.settings import ModelSettings, Settings
+from app.bridge.model_controller import EngineState
+from app.core.settings import ModelSettings, Settings
 from tests.app_helpers import ask, make_window, smol_settings  # noqa: F401 (a fixture)
 
 
@@ -84,8 +84,8 @@ def test_thinking_streams_open_then_collapses_when_the_answer_starts(qtbot, make
 
 
 def test_settings_chat_tab_remembers_a_format_per_model_file(qtbot, tmp_path, smollm2_path, gemma3_path):
-    from app.chat_format_settings import CUSTOM
-    from app.settings_dialog import SettingsDialog
+    from app.dialogs.chat_format_settings import CUSTOM
+    from app.dialogs.settings_dialog import SettingsDialog
     from engine.models.library import ModelLibrary
 
     library = ModelLibrary(tmp_path / "models", tmp_path / "library.json", scan_external=False)
@@ -116,8 +116,8 @@ def test_settings_chat_tab_remembers_a_format_per_model_file(qtbot, tmp_path, sm
 def test_exports_keep_the_thinking_apart_from_the_answer():
     import json
 
-    from app.export import to_json, to_markdown
-    from app.store import Conversation, Message
+    from app.core.export import to_json, to_markdown
+    from app.core.store import Conversation, Message
 
     conv = Conversation(1, "Sums", 0.0, 0.0)
     answer = Message(2, 1, "assistant", "It is 4.", reasoning="2 and 2 make 4.")

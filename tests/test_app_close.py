@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from app.settings import Settings
-from app.worker import running_threads
+from app.bridge.worker import running_threads
+from app.core.settings import Settings
 from engine.models import starter
 from tests.app_helpers import LOAD_TIMEOUT_MS, make_window, smol_settings  # noqa: F401 (a fixture)
 from tests.hub_server import SMOL_REPO, fake_hub_fixture  # noqa: F401 (the fake_hub fixture)
@@ -107,7 +107,7 @@ def test_closing_while_the_starter_pair_is_assembled_leaves_no_partial_file(
 def test_closing_the_window_pauses_a_stalled_download_and_keeps_it_resumable(
     qtbot, make_window, smollm2_path, fake_hub
 ):
-    from app.downloader import DownloaderDialog
+    from app.dialogs.downloader import DownloaderDialog
     from tests.test_downloader_dialog import SMOL, downloading, search_and_pick, stall
 
     window = make_window(smol_settings(smollm2_path))
@@ -135,7 +135,7 @@ def test_closing_the_window_pauses_a_stalled_download_and_keeps_it_resumable(
 
 
 def test_a_close_that_cannot_interrupt_native_work_gives_up_waiting_and_says_so(qtbot, smollm2_path, caplog):
-    from app.worker import EngineHost
+    from app.bridge.worker import EngineHost
     from engine.config import ModelSpec
 
     host = EngineHost()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QMessageBox
 
-from app.settings import Settings
-from app.settings_dialog import SettingsDialog
-from app.store import Store
+from app.core.settings import Settings
+from app.core.store import Store
+from app.dialogs.settings_dialog import SettingsDialog
 from engine.history.store import HistoryIndex
 from engine.paths import history_dir
 from tests.app_helpers import ask, make_window, smol_settings  # noqa: F401 (a fixture)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.store import DB_NAME, Store
+from app.core.store import DB_NAME, Store
 from tests.app_helpers import make_window, smol_settings  # noqa: F401 (a fixture)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,9 +25,9 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 app = QApplication([])
 from app.main_window import MainWindow
-from app.model_controller import EngineState
-from app.settings import ModelSettings, Settings
-from app.store import Store
+from app.bridge.model_controller import EngineState
+from app.core.settings import ModelSettings, Settings
+from app.core.store import Store
 from engine.models.library import ModelLibrary
 model = sys.argv[1]
 settings = Settings(target=ModelSettings(model), draft=ModelSettings(model), context_size=4096,

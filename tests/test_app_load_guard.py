@@ -5,8 +5,8 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QToolButton
 
-from app.load_guard import LoadGuard
-from app.model_controller import EngineState
+from app.bridge.model_controller import EngineState
+from app.core.load_guard import LoadGuard
 from tests import gguf_damage
 from tests.app_helpers import LOAD_TIMEOUT_MS, make_window, smol_settings  # noqa: F401 (a fixture)
 

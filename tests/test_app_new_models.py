@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from app.settings import ModelSettings, Settings
+from app.core.settings import ModelSettings, Settings
 from engine.llama import memory
 from tests.app_helpers import ask, make_window  # noqa: F401 (a fixture)
 from tests.mtp_fixture import with_mtp_head

@@ -6,7 +6,7 @@ import threading
 
 import openai
 
-from app.server_panel import ServerPanel, ServerStatusLabel
+from app.dialogs.server_panel import ServerPanel, ServerStatusLabel
 from tests.app_helpers import ANSWER_TIMEOUT_MS, ask, make_window, smol_settings, wait_answer  # noqa: F401
 
 

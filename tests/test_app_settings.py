@@ -8,9 +8,9 @@ import pytest
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QPlainTextEdit, QPushButton, QSpinBox
 
 import engine.models.library
-from app.model_controller import EngineState
-from app.settings import ModelSettings, Settings
-from app.settings_dialog import NONE_LABEL, SettingsDialog
+from app.bridge.model_controller import EngineState
+from app.core.settings import ModelSettings, Settings
+from app.dialogs.settings_dialog import NONE_LABEL, SettingsDialog
 from engine.models.library import ModelLibrary
 from tests.app_helpers import make_window, smol_settings  # noqa: F401 (a fixture)
 
@@ -178,7 +178,7 @@ def test_a_compatible_draft_chosen_outside_the_library_is_kept(qtbot, tmp_path, 
 
 
 def test_gpu_layers_read_auto_all_or_a_count_and_the_gpu_line_never_loads_a_driver(qtbot, library, qwen_paths):
-    from app.settings_dialog import GpuLayersBox
+    from app.dialogs.settings_dialog import GpuLayersBox
     from engine.config import GPU_LAYERS_ALL, GPU_LAYERS_AUTO
     from engine.llama import backends
 

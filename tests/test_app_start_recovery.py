@@ -6,10 +6,10 @@ import json
 
 from PySide6.QtWidgets import QMessageBox
 
-from app.about import where_chats_are
+from app.bridge.model_controller import EngineState
+from app.bridge.worker import running_threads
 from app.main_window import _starter_available
-from app.model_controller import EngineState
-from app.worker import running_threads
+from app.ui.about import where_chats_are
 
 
 def start(qtbot):
@@ -90,9 +90,9 @@ def test_out_of_range_settings_are_named_in_the_start_notice(qtbot, isolated_hom
 
 
 def test_about_says_where_chats_are_kept_and_when_they_are_not(qtbot, isolated_home, monkeypatch):
+    from app.core.settings import Settings
+    from app.core.store import Store
     from app.main_window import MainWindow
-    from app.settings import Settings
-    from app.store import Store
 
     window = MainWindow(Store(), Settings())  # no model: nothing is loaded
     qtbot.addWidget(window)

@@ -5,11 +5,11 @@ import sqlite3
 
 import pytest
 
-from app import store as store_module
-from app.answers import AnswerRecorder, answer_params, sampling_from_params
-from app.export import to_json, to_markdown
-from app.settings import ModelSettings, Settings
-from app.store import SCHEMA_VERSION, Store, StoreError, Token, history, title_from
+from app.core import store as store_module
+from app.core.answers import AnswerRecorder, answer_params, sampling_from_params
+from app.core.export import to_json, to_markdown
+from app.core.settings import ModelSettings, Settings
+from app.core.store import SCHEMA_VERSION, Store, StoreError, Token, history, title_from
 from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams
 from engine.decoding.events import DoneEvent, FinishReason, RoundEvent
 from engine.decoding.stats import AnswerStats, Round

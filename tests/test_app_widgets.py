@@ -5,13 +5,15 @@ import sys
 from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtGui import QGuiApplication
 
-from app import qt_compat, theme
-from app.acceptance_chart import Histogram, RoundsChart, TimeSplitBar, _bins
-from app.chat_view import ChatView
-from app.composer import Composer
-from app.rich_text import CodeBlock, MessageBody, TextPane, split_markdown
-from app.stats_footer import StatsFooter, compare_texts, figures
-from app.store import Message, Token
+from app import qt_compat
+from app.chat.acceptance_chart import Histogram, RoundsChart, TimeSplitBar, _bins
+from app.chat.chat_view import ChatView
+from app.chat.composer import Composer
+from app.chat.rich_text import CodeBlock, MessageBody, TextPane, split_markdown
+from app.chat.stats_footer import StatsFooter
+from app.core.figures import compare_texts, figures
+from app.core.store import Message, Token
+from app.ui import theme
 from engine.decoding.stats import AnswerStats
 
 ANSWER = "Here:\n\n```python\ndef f():\n    return 1\n```\n\nDone, **bold**.\n~~~\nraw\n~~~"

@@ -7,8 +7,8 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
-from app.model_controller import EngineState
-from app.store import Store
+from app.bridge.model_controller import EngineState
+from app.core.store import Store
 from engine.decoding.stats import AnswerStats
 from tests.app_helpers import ask, make_window, smol_settings, wait_answer, wait_comparison  # noqa: F401 (a fixture)
 
@@ -285,7 +285,7 @@ def test_add_a_gguf_file_from_the_welcome_panel(qtbot, make_window, smollm2_path
 def test_renders_in_light_and_dark_palettes(qtbot, make_window, smollm2_path, dark, tmp_path):
     from PySide6.QtWidgets import QApplication
 
-    from app import theme
+    from app.ui import theme
 
     app = QApplication.instance()
     original = app.palette()
@@ -395,8 +395,8 @@ def test_a_theme_change_at_run_time_restyles_everything(qtbot, make_window, smol
     from PySide6.QtGui import QPalette
     from PySide6.QtWidgets import QApplication
 
-    from app import theme
-    from app.rich_text import TextPane
+    from app.chat.rich_text import TextPane
+    from app.ui import theme
 
     app = QApplication.instance()
     original = app.palette()

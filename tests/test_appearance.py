@@ -5,11 +5,11 @@ import json
 
 from PySide6.QtWidgets import QApplication
 
-from app import theme
-from app.appearance import stepped
-from app.rich_text import CodeBlock
-from app.settings import Settings
-from app.store import Store
+from app.chat.rich_text import CodeBlock
+from app.core.settings import Settings
+from app.core.store import Store
+from app.ui import theme
+from app.ui.appearance import stepped
 from tests.app_helpers import make_window  # noqa: F401 (a fixture)
 
 

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from app import attachments as files
-from app.answer_controller import chat_messages
-from app.attachments import Attachment, AttachmentError, prompt_text
-from app.export import to_json, to_markdown
-from app.store import Store
+from app.bridge.answer_controller import chat_messages
+from app.core import attachments as files
+from app.core.attachments import Attachment, AttachmentError, prompt_text
+from app.core.export import to_json, to_markdown
+from app.core.store import Store
 from engine.config import ChatMessage
 from tests.app_helpers import ANSWER_TIMEOUT_MS, ask, make_window, smol_settings  # noqa: F401 (a fixture)
 
@@ -199,7 +199,7 @@ def test_files_dropped_or_pasted_on_the_composer_are_attached_not_typed(qtbot, s
     from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
     from PySide6.QtGui import QDropEvent
 
-    from app.composer import Composer
+    from app.chat.composer import Composer
 
     composer = Composer()
     qtbot.addWidget(composer)

@@ -4,10 +4,10 @@
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.chat_settings import ChatSettings
-from app.chat_settings_dialog import APP_PROMPT, OWN_PROMPT, ChatSettingsDialog
-from app.model_controller import EngineState
-from app.settings import ModelSettings, Settings
+from app.bridge.model_controller import EngineState
+from app.core.chat_settings import ChatSettings
+from app.core.settings import ModelSettings, Settings
+from app.dialogs.chat_settings_dialog import APP_PROMPT, OWN_PROMPT, ChatSettingsDialog
 from tests.app_helpers import LOAD_TIMEOUT_MS, ask, make_window, smol_settings  # noqa: F401 (a fixture)
 
 

@@ -5,9 +5,9 @@ from PySide6.QtCore import QEvent
 from PySide6.QtGui import QColor, QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QApplication
 
-from app import theme
-from app.rich_text import PROSE_MAX_EM, CodeBlock, MessageBody, TextPane
-from app.store import Token
+from app.chat.rich_text import PROSE_MAX_EM, CodeBlock, MessageBody, TextPane
+from app.core.store import Token
+from app.ui import theme
 
 CODE = "def add(a, b):\n    # the sum\n    return a + b  # 🙂 done\n"
 

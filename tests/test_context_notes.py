@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.stats_footer import StatsFooter
+from app.chat.stats_footer import StatsFooter
 from engine.config import ChatMessage, ModelSpec, SamplingParams
 from engine.decoding.events import DoneEvent, FinishReason
 from engine.decoding.stats import AnswerStats

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from app.answers import AnswerRecorder, write_problem
-from app.store import Store
+from app.core.answers import AnswerRecorder, write_problem
+from app.core.store import Store
 from engine.decoding.events import DoneEvent, FinishReason
 from engine.decoding.stats import AnswerStats
 from tests.app_helpers import ask, make_window, smol_settings, wait_answer  # noqa: F401 (a fixture)
@@ -132,7 +132,7 @@ def test_the_window_shows_a_message_and_keeps_the_answer_when_the_disk_fills_mid
 
 
 def test_a_full_disk_when_sending_keeps_the_text_in_the_input_box(qtbot, make_window):
-    from app.settings import ModelSettings, Settings
+    from app.core.settings import ModelSettings, Settings
 
     window = make_window(Settings(target=ModelSettings("/models/not-loaded.gguf")), wait=False)
     conv = window.store.create_conversation("full")

@@ -7,8 +7,8 @@ import threading
 import pytest
 from PySide6.QtCore import Qt
 
-from app import recent_searches
-from app.downloader import DownloaderDialog
+from app.core import recent_searches
+from app.dialogs.downloader import DownloaderDialog
 from engine.models.library import ModelLibrary
 from tests.hub_server import (
     QWEN_DRAFT_REPO,

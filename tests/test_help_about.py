@@ -1,7 +1,7 @@
 """Help → About says which Specula this is and where its data lives."""
 # ruff: noqa: F811  (pytest fixtures imported from tests.app_helpers)
 
-from app.about import about_html
+from app.ui.about import about_html
 from tests.app_helpers import make_window  # noqa: F401 (a fixture)
 
 

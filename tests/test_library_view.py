@@ -2,7 +2,7 @@
 
 from PySide6.QtWidgets import QMessageBox
 
-from app.library_view import LibraryView
+from app.dialogs.library_view import LibraryView
 from engine.models.library import ModelLibrary
 
 WAIT_MS = 20_000  # an upper bound for slow machines, not a performance claim

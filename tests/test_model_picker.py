@@ -4,9 +4,9 @@
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QToolButton
 
-from app.draft_offer import IDLE_ANSWERS
-from app.model_controller import EngineState
-from app.settings import ModelSettings
+from app.bridge.draft_offer import IDLE_ANSWERS
+from app.bridge.model_controller import EngineState
+from app.core.settings import ModelSettings
 from engine.gguf.header import read_header
 from engine.gguf.names import display_name
 from engine.models.library import ModelLibrary
@@ -84,7 +84,7 @@ def test_picker_offers_only_compatible_drafts_and_loads_the_choice(qtbot, make_w
 
 
 def test_library_shows_loaded_badge(qtbot, isolated_home, smollm2_path):
-    from app.library_view import LibraryView
+    from app.dialogs.library_view import LibraryView
 
     library = ModelLibrary(scan_external=False)
     library.add_file(smollm2_path)

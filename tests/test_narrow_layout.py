@@ -5,7 +5,7 @@ at several sizes and checks that none lies outside the visible area."""
 from PySide6.QtCore import QPoint, QRect
 from PySide6.QtWidgets import QAbstractButton, QApplication
 
-from app.store import Store, Token
+from app.core.store import Store, Token
 from engine import AnswerStats, Round
 from tests.app_helpers import make_window, smol_settings  # noqa: F401 (a fixture)
 

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from app.answers import AnswerRecorder
-from app.export import to_json
-from app.stats_footer import drafter_summary, estimate_text, speedup_text
-from app.store import Store
+from app.core.answers import AnswerRecorder
+from app.core.export import to_json
+from app.core.figures import drafter_summary, estimate_text, speedup_text
+from app.core.store import Store
 from engine.config import ChatMessage, DrafterKind, DrafterMode, SamplingParams, SpecParams
 from engine.decoding.events import DoneEvent, RoundEvent, TokenEvent
 from engine.decoding.stats import AnswerStats, Round

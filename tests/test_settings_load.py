@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from app.settings import RANGES, VERSION, ModelSettings, Settings
+from app.core.settings import RANGES, VERSION, ModelSettings, Settings
 from engine.config import GPU_LAYERS_AUTO
 
 

@@ -8,8 +8,8 @@ import time
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QApplication
 
-from app.sidebar import Sidebar, group
-from app.store import MIGRATIONS, Conversation, Store, snippet
+from app.chat.sidebar import Sidebar, group
+from app.core.store import MIGRATIONS, Conversation, Store, snippet
 from tests.app_helpers import make_window  # noqa: F401 (a fixture)
 
 DAY = 86_400

@@ -1,7 +1,8 @@
 """The footer's headline says what speculation was worth: in words when nothing was drafted, the
 measured figure once Compare has run, the estimate otherwise."""
 
-from app.stats_footer import StatsFooter, figures
+from app.chat.stats_footer import StatsFooter
+from app.core.figures import figures
 from engine import AnswerStats, Round
 
 AUTO = {"spec": {"mode": "auto", "draft_length": 0}}

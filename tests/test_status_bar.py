@@ -3,7 +3,7 @@ model line, and narrow windows elide long texts instead of pushing the memory fi
 
 from PySide6.QtWidgets import QMainWindow
 
-from app.status_bar import StatusBar
+from app.ui.status_bar import StatusBar
 from engine import EngineInfo
 
 LONG_INFO = EngineInfo(

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from app.store import SCHEMA_VERSION, Store
-from app.store_open import is_damage, open_chat_store
+from app.core.store import SCHEMA_VERSION, Store
+from app.core.store_open import is_damage, open_chat_store
 
 ROOT = Path(__file__).resolve().parents[1]
 NOBODY = 65534
@@ -154,7 +154,7 @@ def test_damage_is_told_apart_from_permission_problems():
 PROBE = r"""
 import json, os, sys
 from pathlib import Path
-from app.store_open import open_chat_store
+from app.core.store_open import open_chat_store
 path = Path(sys.argv[1])
 folder_writable = os.access(path.parent, os.W_OK)
 file_writable = os.access(path, os.W_OK) if path.exists() else None

@@ -1,0 +1,275 @@
+"""The answer lifecycle: one answer (or one compare-with-plain rerun) at a time, from request to end.
+
+The controller owns the running job, the tick that writes it to the store and refreshes its live
+statistics, and the engine's answer signals. It never touches a widget: it emits what the window
+shows (tokens of the conversation on screen, busy, the end of an answer, notices), and the window
+wires those to its widgets. Tests drive it with a fake EngineHost that emits the worker's signals.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
+
+from app.bridge.model_controller import ModelController
+from app.core.answers import STORE_WRITE_ERRORS, AnswerRecorder, answer_params, sampling_from_params, write_problem
+from app.core.attachments import prompt_text
+from app.core.figures import compare_texts
+from app.core.settings import Settings
+from app.core.store import Message, Store, history
+from engine import DoneEvent, FinishReason, RoundEvent
+from engine.config import ChatMessage, DrafterMode, SpecParams
+
+TICK_MS = 250  # store writes and live statistics while an answer streams
+
+
+@dataclass(frozen=True)
+class CompareJob:
+    """A plain-decoding rerun of a finished answer, to measure what speculation was worth."""
+
+    request_id: int
+    message_id: int  # the answer it measures
+
+
+Job = AnswerRecorder | CompareJob  # what runs on the engine; at most one at a time
+
+
+class AnswerController(QObject):
+    busy_changed = Signal(bool)
+    answer_started = Signal(object)  # Message: the new answer, empty, streaming
+    tokens_arrived = Signal(int, object)  # message id, [Token]: only for the conversation on screen
+    reasoning_arrived = Signal(int, str)  # message id, thinking text: likewise
+    live_stats = Signal(int, object)  # message id, AnswerStats so far: likewise, a few times a second
+    answer_ended = Signal(object, bool)  # Message (complete, stored), whether it is on screen
+    comparison_changed = Signal(int, object, bool)  # answer's message id, comparison dict or None, running
+    notice = Signal(str)  # a problem to show the user (a failed store write, a failed comparison)
+    status_message = Signal(str)  # a passing remark (the status bar)
+
+    def __init__(self, host, store: Store, models: ModelController, parent: QObject | None = None):
+        """host: the EngineHost, or a fake with the same `answer`, `stop` and worker signals (tests)."""
+        super().__init__(parent)
+        self.host = host
+        self.store = store
+        self.models = models
+        self.job: Job | None = None
+        self.shown_conversation: int | None = None  # the conversation on screen (set by the window)
+        self._tick = QTimer(self)
+        self._tick.setInterval(TICK_MS)
+        self._tick.timeout.connect(self._on_tick)
+        w = host.worker
+        w.token_received.connect(self._on_token)
+        w.round_finished.connect(self._on_round)
+        w.answer_finished.connect(self._on_done)
+        w.answer_failed.connect(self._on_failed)
+
+    # -- state ----------------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self.job is not None
+
+    @property
+    def active(self) -> AnswerRecorder | None:
+        """The answer streaming now, if any."""
+        return self.job if isinstance(self.job, AnswerRecorder) else None
+
+    @property
+    def comparing(self) -> CompareJob | None:
+        return self.job if isinstance(self.job, CompareJob) else None
+
+    def streaming_in(self, conversation_id: int) -> tuple[int | None, list | None]:
+        """(message id, tokens so far) of the answer streaming in that conversation, or (None, None)."""
+        rec = self.active
+        if rec is not None and rec.message.conversation_id == conversation_id:
+            return rec.message.id, rec.tokens
+        return None, None
+
+    def flush(self) -> None:
+        """Write what the answer has so far (before the window reads the conversation back)."""
+        if self.active is not None:
+            self.active.flush()
+
+    # -- asking ---------------------------------------------------------------------------------
+
+    def ask(
+        self, conversation_id: int, messages: list[Message], settings: Settings, variant_of: int | None = None
+    ) -> Message | None:
+        """Answer the conversation's messages with the settings' models; the new answer, or None.
+
+        A comparison running is stopped first: chatting never waits for a measurement.
+        variant_of: the answer is written again, as an alternate in that answer's group.
+        """
+        if self.active is not None:
+            return None
+        if job := self.comparing:
+            self._stop_comparison(job, "Comparison stopped to answer your message; Compare again when you like.")
+        s = settings
+        seed = s.seed if s.seed >= 0 else random.randrange(1, 2**31 - 1)
+        sampling, spec = s.sampling(seed), s.spec()
+        chat = chat_messages(history(messages), s.system_prompt)
+        params = answer_params(sampling, spec, s.system_prompt, *self.models.model_names(s))
+        try:
+            message = self.store.add_message(
+                conversation_id, "assistant", "", complete=False, params=params, variant_of=variant_of
+            )
+        except STORE_WRITE_ERRORS as e:
+            self.notice.emit(write_problem(e, "a new answer") + " No answer was started.")
+            return None
+        # The user's own answers feed the history index (Settings → Speculation), a comparison never.
+        remember = conversation_id if s.history_drafting else None
+        request = self.host.answer(chat, sampling, spec, remember=remember)
+        rec = AnswerRecorder(
+            self.store, message, request.id, self.models.target_step_s, on_write_error=self.notice.emit
+        )
+        rec.stats.backend = self.models.info.backend if self.models.info else ""
+        self.job = rec
+        self.answer_started.emit(message)
+        self._set_busy(True)
+        return message
+
+    def compare(self, answer: Message, messages_before: list[Message]) -> bool:
+        """Rerun the answer with plain decoding (same prompt and sampling) to measure its speed-up.
+
+        It runs beside the chat: sending a message meanwhile stops it (see ask).
+        """
+        if answer.stats is None or self.active is not None:
+            return False
+        if self.comparing is not None:
+            self.notice.emit("A comparison is running already: wait for it, or stop it with Esc.")
+            return False
+        sampling = sampling_from_params(answer.params)
+        if answer.finish_reason in (FinishReason.CANCELLED.value, FinishReason.LENGTH.value):
+            sampling = sampling.with_(max_tokens=max(answer.stats.n_tokens, 1))  # as many tokens as it had
+        chat = chat_messages(history(messages_before), answer.params.get("system_prompt", ""))
+        request = self.host.answer(chat, sampling, SpecParams(mode=DrafterMode.OFF), purpose="compare")
+        self.job = CompareJob(request.id, answer.id)
+        self.comparison_changed.emit(answer.id, None, True)
+        self._set_busy(True)
+        return True
+
+    def stop(self) -> None:
+        """Stop what runs (within one decode step); its end arrives as usual."""
+        if self.job is not None:
+            self.host.stop(self.job.request_id)
+
+    def _stop_comparison(self, job: CompareJob, why: str) -> None:
+        """Stop a comparison now: its late events are ignored, the answer shows what it had before."""
+        self.host.stop(job.request_id)
+        self.job = None
+        self._set_busy(False)
+        answer = self.store.message(job.message_id)
+        self.comparison_changed.emit(job.message_id, answer.comparison if answer else None, False)
+        self.status_message.emit(why)
+
+    def close(self) -> None:
+        """The app is closing (the engine thread has ended): keep what was shown, marked stopped."""
+        self._tick.stop()
+        if self.active is not None:
+            self.active.cancel()
+        self.job = None
+
+    def _set_busy(self, busy: bool) -> None:
+        if busy:
+            self._tick.start()
+        else:
+            self._tick.stop()
+        self.busy_changed.emit(busy)
+
+    def _job(self, request_id: int) -> Job | None:
+        return self.job if self.job is not None and self.job.request_id == request_id else None
+
+    def _shown(self, message: Message) -> bool:
+        return self.shown_conversation is not None and self.shown_conversation == message.conversation_id
+
+    # -- events from the engine -----------------------------------------------------------------
+
+    @Slot(int, str, str, int, bool)
+    def _on_token(self, request_id: int, text: str, source: str, round_index: int, reasoning: bool) -> None:
+        rec = self._job(request_id)
+        if not isinstance(rec, AnswerRecorder):
+            return
+        token = rec.add_token(text, source, round_index, reasoning)
+        if self._shown(rec.message):
+            if reasoning:
+                self.reasoning_arrived.emit(rec.message.id, text)
+            else:
+                self.tokens_arrived.emit(rec.message.id, [token])
+
+    @Slot(int, object)
+    def _on_round(self, request_id: int, event: RoundEvent) -> None:
+        rec = self._job(request_id)
+        if isinstance(rec, AnswerRecorder):
+            rec.add_round(event)
+
+    def _on_tick(self) -> None:
+        rec = self.active
+        if rec is None:
+            return
+        rec.flush()
+        if self._shown(rec.message):
+            self.live_stats.emit(rec.message.id, rec.live_stats())
+
+    @Slot(int, object)
+    def _on_done(self, request_id: int, done: DoneEvent) -> None:
+        match self._job(request_id):
+            case AnswerRecorder() as rec:
+                self._answer_ended(rec.finish(done))
+            case CompareJob() as job:
+                self._compare_ended(job, done)
+
+    @Slot(int, str)
+    def _on_failed(self, request_id: int, message: str) -> None:
+        match self._job(request_id):
+            case AnswerRecorder() as rec:
+                self._answer_ended(rec.fail(message))
+            case CompareJob() as job:
+                self.job = None
+                self._set_busy(False)
+                self.comparison_changed.emit(job.message_id, None, False)
+                self.notice.emit("The comparison failed. " + message)
+
+    def _answer_ended(self, message: Message) -> None:
+        self.job = None
+        self.answer_ended.emit(message, self._shown(message))
+        self._set_busy(False)
+
+    def _compare_ended(self, job: CompareJob, done: DoneEvent) -> None:
+        self.job = None
+        self._set_busy(False)
+        # From the store, by id: the user may have switched conversations meanwhile, and the
+        # measured result is stored for when they come back.
+        answer = self.store.message(job.message_id)
+        if answer is None:  # deleted meanwhile
+            return
+        if done.finish_reason in (FinishReason.CANCELLED, FinishReason.ERROR):
+            self.comparison_changed.emit(job.message_id, answer.comparison, False)
+            if done.error:
+                self.notice.emit("The comparison failed. " + done.error)
+            return
+        comparison = build_comparison(answer, done)
+        self.store.set_comparison(job.message_id, comparison)
+        self.comparison_changed.emit(job.message_id, comparison, False)
+
+
+def chat_messages(messages: list[Message], system_prompt: str) -> list[ChatMessage]:
+    chat = [ChatMessage("system", system_prompt)] if system_prompt else []
+    return chat + [ChatMessage(m.role, prompt_text(m.content, m.attachments), m.reasoning) for m in messages]
+
+
+def build_comparison(answer: Message, plain: DoneEvent) -> dict:
+    spec_tps = answer.stats.gen_tps if answer.stats else 0.0
+    plain_tps = plain.stats.gen_tps
+    identical, first = compare_texts(answer.content, plain.text)
+    return {
+        "spec_tps": spec_tps,
+        "plain_tps": plain_tps,
+        "measured_speedup": spec_tps / plain_tps if plain_tps > 0 else 0.0,
+        "identical": identical,
+        "first_difference": first,
+        "plain_tokens": plain.stats.n_tokens,
+        "plain_text": plain.text,  # shown beside the answer on request
+        "temperature": answer.params.get("sampling", {}).get("temperature", 0.0),
+        "seed": answer.params.get("sampling", {}).get("seed"),
+    }

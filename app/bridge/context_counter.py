@@ -1,0 +1,105 @@
+"""Counting the open conversation's context for the meter by the input box, off the GUI thread.
+
+Counting is exact (the engine's tokenizer and chat template) and runs on the engine thread: the
+GUI asks (EngineHost.count_tokens), a short pause after the last keystroke, and shows the newest
+answer. While an answer streams the engine is busy, so the count waits for it to end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
+
+from app.bridge.answer_controller import chat_messages
+from app.bridge.worker import EngineHost, TokenCount
+from app.core.store import Message, history
+
+# How long typing must pause before the count is asked for.
+DEBOUNCE_MS = 300
+
+
+class CountDisplay(Protocol):
+    """What shows a count (the chat's ContextMeter)."""
+
+    def show_no_model(self) -> None: ...
+    def show_count(self, count: TokenCount, warning: str) -> None: ...
+    def show_failure(self, error: str) -> None: ...
+
+
+class ContextCounter(QObject):
+    """Asks the engine thread for counts and shows the newest on a CountDisplay.
+
+    source() gives what the next answer would see: (the conversation's messages, the system prompt,
+    the answer's token limit); draft() gives the message being typed (text, attachments, and the id
+    of the message being edited, whose successors sending would replace, or None).
+    """
+
+    counted = Signal(object)  # the TokenCount just shown (tests wait on it)
+
+    def __init__(self, host: EngineHost, meter: CountDisplay, source: Callable, draft: Callable, parent=None):
+        super().__init__(parent)
+        self.host, self.meter, self.source, self.draft = host, meter, source, draft
+        self.latest: TokenCount | None = None
+        self._asked = 0
+        self._counted_messages: list[Message] = []
+        self.timer = QTimer(self)
+        self.timer.setSingleShot(True)
+        self.timer.setInterval(DEBOUNCE_MS)
+        self.timer.timeout.connect(self.count_now)
+        host.worker.tokens_counted.connect(self._on_counted)
+        host.worker.chat_format_known.connect(self.refresh)  # after each load and each template change
+        host.worker.unloaded.connect(self.refresh)
+
+    @Slot()
+    def refresh(self, *_args) -> None:
+        """Count again after a short pause (restarted by each call: typing asks once it pauses)."""
+        self.timer.start()
+
+    @Slot()
+    def count_now(self) -> None:
+        self.timer.stop()
+        messages, system_prompt, max_tokens = self.source()
+        text, attachments, editing_id = self.draft()
+        if editing_id is not None:  # sending replaces the edited message and all after it
+            messages = [m for m in messages if m.id < editing_id]
+        messages = history(messages)
+        if text.strip() or attachments:
+            messages = [*messages, Message(0, 0, "user", text, attachments=list(attachments))]
+        self._counted_messages = messages
+        self._asked = self.host.count_tokens(chat_messages(messages, system_prompt), max_tokens)
+
+    @Slot(object)
+    def _on_counted(self, count: TokenCount) -> None:
+        if count.id != self._asked:
+            return  # an older question: a newer answer is on its way
+        self.latest = count
+        if count.error:
+            self.meter.show_failure(count.error)
+        elif count.n_ctx == 0:
+            self.meter.show_no_model()
+        else:
+            self.meter.show_count(count, overflow_warning(count, self._counted_messages))
+        self.counted.emit(count)
+
+
+def overflow_warning(count: TokenCount, messages: list[Message]) -> str:
+    """What sending now would cost, in words; "" when everything fits with room for the answer."""
+    if count.too_long:
+        return "Too long to send: " + count.too_long.splitlines()[0] + " Shorten it or remove an attachment."
+    if not count.n_dropped:
+        return ""
+    dropped = messages[: count.n_dropped]
+    first, last = _gist(dropped[0]), _gist(dropped[-1])
+    which = f"“{first}”" if len(dropped) == 1 else f"from “{first}” to “{last}”"
+    n = len(dropped)
+    return (
+        f"Over the context: sending this leaves the {'oldest message' if n == 1 else f'{n} oldest messages'} "
+        f"({which}) out of what the model reads. They stay in the chat."
+    )
+
+
+def _gist(message: Message, limit: int = 32) -> str:
+    text = " ".join(message.content.split()) or (message.attachments[0].name if message.attachments else "…")
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

@@ -1,0 +1,121 @@
+"""What one conversation chooses for itself: a system prompt (perhaps from a preset), its models, sampling.
+
+A conversation stores only what it changed (ChatSettings.to_dict(), in the store's
+conversations.settings column); everything else follows the app's Settings, so changing a
+default later still reaches the chats that never chose otherwise. applied_to() makes the
+Settings an answer in that chat is written with. Reading is forgiving like Settings.load: a
+value of the wrong type is dropped and a number is clamped to the range the dialogs allow.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from dataclasses import dataclass, field
+
+from app.core.settings import RANGES, Settings
+
+# The sampling settings a chat may set for itself, with the words the dialog uses.
+SAMPLING_FIELDS: dict[str, str] = {
+    "temperature": "Temperature",
+    "top_p": "Top-p",
+    "top_k": "Top-k",
+    "min_p": "Min-p",
+    "max_tokens": "Max tokens",
+    "seed": "Seed",
+}
+INTEGER_FIELDS = {"top_k", "max_tokens", "seed"}
+
+
+@dataclass
+class ChatSettings:
+    preset: str = ""  # the preset the system prompt came from ("": none, or edited since)
+    system_prompt: str | None = None  # None: the app's system prompt
+    target: str = ""  # a model file chosen in this chat ("": the app's default)
+    draft: str = ""  # the draft chosen with it ("": none); used only with target
+    sampling: dict[str, float] = field(default_factory=dict)  # SAMPLING_FIELDS this chat sets
+
+    @property
+    def is_default(self) -> bool:
+        return self.to_dict() == {}
+
+    def applied_to(self, settings: Settings, exists=os.path.isfile) -> Settings:
+        """A copy of settings with this chat's choices in it (a model file that is gone is not used)."""
+        result = copy.deepcopy(settings)
+        if self.system_prompt is not None:
+            result.system_prompt = self.system_prompt
+        if self.target and exists(self.target):
+            result.target.path = self.target
+            result.draft.path = self.draft if self.draft and exists(self.draft) else ""
+        for name, value in self.sampling.items():
+            setattr(result, name, value)
+        return result
+
+    def missing_model(self, exists=os.path.isfile) -> str:
+        """The model file this chat chose, if it is no longer there ("" otherwise)."""
+        return self.target if self.target and not exists(self.target) else ""
+
+    def summary(self, presets: dict[str, str]) -> list[str]:
+        """What this chat sets, in words (the header button's tooltip)."""
+        lines = []
+        if self.system_prompt is not None:
+            if self.preset and presets.get(self.preset) == self.system_prompt:
+                lines.append(f"Preset: {self.preset}")
+            else:
+                lines.append("Its own system prompt")
+        if self.target:
+            lines.append("Model: " + os.path.basename(self.target))
+        for name, value in self.sampling.items():
+            lines.append(f"{SAMPLING_FIELDS[name]}: {format_value(name, value)}")
+        return lines
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        data: dict = {}
+        if self.preset:
+            data["preset"] = self.preset
+        if self.system_prompt is not None:
+            data["system_prompt"] = self.system_prompt
+        if self.target:
+            data["target"], data["draft"] = self.target, self.draft
+        if self.sampling:
+            data["sampling"] = dict(self.sampling)
+        return data
+
+    @classmethod
+    def from_dict(cls, data) -> ChatSettings:
+        """A conversation's stored choices; what cannot be used is left at the app's default."""
+        if not isinstance(data, dict):
+            return cls()
+        chat = cls()
+        if isinstance(data.get("preset"), str):
+            chat.preset = data["preset"]
+        if isinstance(data.get("system_prompt"), str):
+            chat.system_prompt = data["system_prompt"]
+        if isinstance(data.get("target"), str):
+            chat.target = data["target"]
+            chat.draft = data["draft"] if isinstance(data.get("draft"), str) else ""
+        sampling = data.get("sampling")
+        for name, value in sampling.items() if isinstance(sampling, dict) else ():
+            if name in SAMPLING_FIELDS and (number := _number(name, value)) is not None:
+                chat.sampling[name] = number
+        return chat
+
+
+def _number(name: str, value) -> float | int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    if name in INTEGER_FIELDS:
+        if value != int(value):
+            return None
+        value = int(value)
+    low, high = RANGES[name]
+    return type(value)(min(max(value, low), high))
+
+
+def format_value(name: str, value) -> str:
+    if name == "seed" and value < 0:
+        return "random"
+    return str(int(value)) if name in INTEGER_FIELDS else f"{value:g}"

@@ -1,0 +1,73 @@
+"""A conversation as Markdown (to read and share) or JSON (everything, including statistics)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+from app.core.figures import figures
+from app.core.store import Conversation, Message
+
+FORMAT_VERSION = 1
+
+
+def to_markdown(conversation: Conversation, messages: Sequence[Message]) -> str:
+    out = [f"# {conversation.title}", "", f"*Exported from Specula on {time.strftime('%Y-%m-%d %H:%M')}*", ""]
+    for m in messages:
+        if m.role == "user":
+            out += ["## You", ""]
+            for a in m.attachments:  # folded, like thinking: the files can be long
+                out += [f"<details><summary>Attached: {a.name}</summary>", "", a.quoted(), "", "</details>", ""]
+            out += [m.content, ""]
+            continue
+        name = m.params.get("target") or "Assistant"
+        draft = m.params.get("draft")
+        out += [f"## {name}" + (f" (draft: {draft})" if draft else ""), ""]
+        if m.reasoning:  # folded, as in the app (GitHub and most Markdown viewers honour <details>)
+            out += ["<details><summary>Thinking</summary>", "", m.reasoning, "", "</details>", ""]
+        out += [m.content, ""]
+        if m.error:
+            out += [f"> **Error:** {m.error.splitlines()[0]}", ""]
+        if not m.complete:
+            out += ["> *Incomplete: the app stopped before this answer finished.*", ""]
+        if m.stats and m.stats.n_tokens:
+            out += ["*" + " · ".join(text for text, _tip in figures(m.stats, m.params)) + "*", ""]
+        if m.comparison:
+            c = m.comparison
+            same = "identical" if c.get("identical") else "different"
+            out += [
+                f"*Measured against plain decoding: {c.get('measured_speedup', 0):.2f}× "
+                f"({c.get('spec_tps', 0):.1f} vs {c.get('plain_tps', 0):.1f} tok/s), texts {same}*",
+                "",
+            ]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def to_json(conversation: Conversation, messages: Sequence[Message]) -> str:
+    data = {
+        "format": "specula-conversation",
+        "version": FORMAT_VERSION,
+        "title": conversation.title,
+        "created": conversation.created,
+        "updated": conversation.updated,
+        "messages": [
+            {
+                "role": m.role,
+                "content": m.content,
+                "reasoning": m.reasoning,
+                "attachments": [a.to_dict() for a in m.attachments],
+                "created": m.created,
+                "complete": m.complete,
+                "finish_reason": m.finish_reason,
+                "error": m.error,
+                "params": m.params,
+                "stats": m.stats.to_dict() if m.stats else None,
+                "comparison": m.comparison,
+                # Token sources as [text, source, round] triples.
+                "tokens": [[t.text, t.source, t.round] for t in m.tokens],
+            }
+            for m in messages
+        ],
+    }
+    return json.dumps(data, indent=1, ensure_ascii=False)

@@ -1,0 +1,188 @@
+"""What an answer's figures say, in words: the footer's line, the comparison with plain decoding,
+the Details panel's summaries. Pure text from AnswerStats (no Qt): the footer, the export and the
+answer controller share it.
+"""
+
+from __future__ import annotations
+
+from engine import AnswerStats, DrafterKind
+
+DRAFTER_LABELS = {
+    DrafterKind.DRAFT_MODEL: "draft model",
+    DrafterKind.LOOKUP: "prompt lookup",
+    DrafterKind.HISTORY: "history",
+    DrafterKind.MTP: "MTP head",
+    DrafterKind.NONE: "no draft (plain step)",
+}
+
+ESTIMATE_TIP = (
+    "An estimate, not a measurement: what plain decoding would have taken (one single-token step per token, "
+    "priced from each round's own measured verification time by this machine's step/batch cost ratio) "
+    "÷ the time the tokens took. Details shows the numbers.\n"
+    "“Compare with plain decoding” measures the real ratio."
+)
+
+
+def speedup_text(stats: AnswerStats) -> str:
+    value = stats.estimated_speedup
+    return f"≈{value:.2f}× vs plain (estimate)" if value > 0 else "speedup: not yet estimated"
+
+
+PLAIN_TEXTS = {  # nothing drafted, by the drafting mode the answer was asked with
+    "auto": (
+        "plain decoding: drafting would not pay on this machine",
+        "Auto measured what drafting and verifying cost on this machine and chose plain decoding for every "
+        "round: here a draft's verification costs more than the tokens it would save. Drafting pays where "
+        "verifying a batch is cheap (a GPU) or where the answer copies the conversation (prompt lookup) or "
+        "your earlier conversations (history).",
+    ),
+    "off": ("plain decoding (speculation off)", "Speculation is off (Settings → Drafter)."),
+}
+NOTHING_DRAFTED = ("nothing drafted", "No draft tokens: the drafter found nothing to propose in this answer.")
+
+
+def headline(stats: AnswerStats, params: dict | None = None, comparison: dict | None = None) -> tuple[str, str]:
+    """What speculation was worth, in one figure: measured once Compare has run, else estimated,
+    or in words when nothing was drafted (a "≈0.98×" there would read as a broken feature)."""
+    measured = (comparison or {}).get("measured_speedup", 0.0)
+    if measured > 0:
+        return (
+            f"{measured:.2f}× vs plain (measured)",
+            f"Measured by “Compare with plain decoding”; the estimate was {speedup_text(stats)}.",
+        )
+    if not stats.n_drafted and stats.plain_reason:
+        return "plain decoding: speculation off for this model", stats.plain_reason[:1].upper() + stats.plain_reason[
+            1:
+        ] + "."
+    if not stats.n_drafted:
+        mode = (params or {}).get("spec", {}).get("mode", "")
+        return PLAIN_TEXTS.get(mode, NOTHING_DRAFTED)
+    return speedup_text(stats), ESTIMATE_TIP
+
+
+def figures(stats: AnswerStats, params: dict | None = None, comparison: dict | None = None) -> list[tuple[str, str]]:
+    """The footer's figures, each with its tooltip."""
+    items = [headline(stats, params, comparison)]
+    if stats.n_drafted:
+        items.append(
+            (
+                f"{stats.acceptance_rate:.0%} of drafts accepted",
+                f"{stats.n_accepted} of {stats.n_drafted} drafted tokens were accepted by the target; "
+                f"{stats.mean_accepted_length:.2f} accepted per drafted round on average.",
+            )
+        )
+    items.append((f"{stats.gen_tps:.1f} tok/s", "Tokens per second while generating (after the prompt)."))
+    tokens = f"{stats.n_tokens} token{'' if stats.n_tokens == 1 else 's'}"
+    if stats.n_reasoning_tokens:
+        thinking = f"; {stats.n_reasoning_tokens} of them thinking, for {stats.reasoning_s:.1f} s"
+        items.append((f"{tokens} ({stats.n_reasoning_tokens} thinking)", f"Tokens in this answer{thinking}."))
+    else:
+        items.append((tokens, "Tokens in this answer."))
+    if stats.ttft_s:
+        items.append(
+            (
+                f"first token {stats.ttft_s:.2f} s",
+                f"Time to first token, including reading the prompt: {stats.n_prompt_evaluated} of "
+                f"{stats.n_prompt_tokens} prompt tokens evaluated, the rest reused from the cache.",
+            )
+        )
+    return items
+
+
+def comparison_text(comparison: dict) -> str:
+    speedup = comparison.get("measured_speedup", 0.0)
+    parts = [
+        f"Measured against plain decoding: <b>{speedup:.2f}×</b> "
+        f"({comparison.get('spec_tps', 0):.1f} vs {comparison.get('plain_tps', 0):.1f} tok/s)"
+    ]
+    if comparison.get("identical"):
+        parts.append("texts identical")
+    else:
+        where = comparison.get("first_difference")
+        detail = f" from character {where + 1}" if isinstance(where, int) and where >= 0 else ""
+        parts.append(f"texts differ{detail}")
+        if comparison.get("temperature", 0) > 0:
+            parts.append("expected above temperature 0: speculative sampling keeps the distribution, not each draw")
+    return " · ".join(parts)
+
+
+def comparison_heading(comparison: dict) -> str:
+    """The heading of the plain-decoding text shown beside an answer."""
+    same = "the same text" if comparison.get("identical") else "a different text"
+    return (
+        f"Plain decoding (speculation off): {comparison.get('plain_tps', 0):.1f} tok/s, "
+        f"{comparison.get('plain_tokens', 0)} tokens, {same}"
+    )
+
+
+def compare_texts(a: str, b: str) -> tuple[bool, int]:
+    """(identical, index of the first differing character or -1)."""
+    if a == b:
+        return True, -1
+    n = min(len(a), len(b))
+    return False, next((i for i in range(n) if a[i] != b[i]), n)
+
+
+def estimate_text(stats: AnswerStats) -> str:
+    """The arithmetic behind the footer's estimate, with the very numbers that produce it."""
+    if stats.plain_estimate_s > 0:
+        plain = (
+            f"Plain decoding ≈ {stats.plain_s:.3f} s (one single-token step per token, priced from each round's "
+            "own measured verification time by this machine's step/batch cost ratio)"
+        )
+    else:  # an answer stored before rounds were priced: the calibrated step
+        plain = (
+            f"Plain decoding ≈ {stats.n_tokens} tokens × {stats.target_step_s * 1000:.1f} ms (the target's "
+            f"measured single-token step) = {stats.plain_s:.3f} s"
+        )
+    return (
+        f"{plain} ÷ {stats.gen_s:.3f} s generating = {stats.estimated_speedup:.2f}×. "
+        "An estimate: Compare with plain decoding measures it."
+    )
+
+
+def history_dropped_note(n: int) -> str:
+    """The visible line under an answer that was written without the oldest messages."""
+    what = "The oldest message was" if n == 1 else f"The {n} oldest messages were"
+    return (
+        f"{what} left out of what the model saw: the conversation no longer fits the context "
+        "(Settings → Context size, or start a new chat)."
+    )
+
+
+def drafter_summary(stats: AnswerStats) -> str:
+    tallies = stats.by_drafter()
+    if not tallies:
+        return "no rounds"
+    lines = []
+    for drafter in DrafterKind:
+        t = tallies.get(drafter)
+        if t is None:
+            continue
+        if drafter == DrafterKind.NONE:
+            lines.append(f"{t.rounds} plain steps (nothing drafted)")
+            continue
+        lines.append(
+            f"{DRAFTER_LABELS[drafter]}: {t.rounds} rounds, mean draft length {t.mean_draft_length:.1f}, "
+            f"{t.accepted}/{t.drafted} accepted ({t.acceptance_rate:.0%})"
+        )
+    return "<br>".join(lines)
+
+
+def settings_summary(params: dict, stats: AnswerStats) -> str:
+    sampling = params.get("sampling", {})
+    spec = params.get("spec", {})
+    parts = []
+    if params.get("target"):
+        parts.append(f"target {params['target']}" + (f", draft {params['draft']}" if params.get("draft") else ""))
+    if sampling:
+        parts.append(
+            f"temperature {sampling.get('temperature')}, top-p {sampling.get('top_p')}, top-k {sampling.get('top_k')}, "
+            f"min-p {sampling.get('min_p')}, seed {sampling.get('seed')}"
+        )
+    if spec:
+        length = spec.get("draft_length") or "adaptive"
+        parts.append(f"drafter mode {spec.get('mode')}, draft length {length}")
+    if stats.backend:
+        parts.append(f"backend {stats.backend}")
+    return "<br>".join(parts) or "—"

@@ -2,8 +2,9 @@
 
 The public API, by what a caller does:
 
-- answer: `Engine` (load a target and a draft, stream answers), `EngineInfo`, and what a stream
-  yields: `TokenEvent`, `RoundEvent`, `DoneEvent`, `FinishReason`, `AnswerStats`;
+- answer: `Engine` (load a target and a draft, stream answers), `EngineInfo` with its `Calibration`
+  (what decoding costs on this machine), and what a stream yields: `TokenEvent`, `RoundEvent`,
+  `DoneEvent`, `FinishReason`, `AnswerStats`;
 - ask for it: `ModelSpec`, `SpecParams`, `SamplingParams`, `ChatMessage`, `DrafterMode`,
   `TokenSource`, `GPU_LAYERS_AUTO`, `GPU_LAYERS_ALL`;
 - read a round: `Round` (in `AnswerStats.rounds` and `RoundEvent.round`), `DrafterKind`;
@@ -40,12 +41,14 @@ if TYPE_CHECKING:  # for type checkers and PyInstaller, which follow these; at r
     )
     from engine.decoding.chat_engine import Engine, EngineInfo
     from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
+    from engine.decoding.policy import Calibration
     from engine.decoding.stats import AnswerStats, Round
     from engine.errors import EngineError
 
 _PUBLIC = {
     "Engine": "engine.decoding.chat_engine",
     "EngineInfo": "engine.decoding.chat_engine",
+    "Calibration": "engine.decoding.policy",
     "TokenEvent": "engine.decoding.events",
     "RoundEvent": "engine.decoding.events",
     "DoneEvent": "engine.decoding.events",
@@ -66,6 +69,7 @@ _PUBLIC = {
 
 __all__ = [
     "AnswerStats",
+    "Calibration",
     "ChatMessage",
     "DoneEvent",
     "DrafterKind",

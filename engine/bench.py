@@ -20,7 +20,7 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     print(f"# {info.cpu_weights}", flush=True)
-    print(f"# calibration: {info.calibration}", flush=True)
+    print(f"# calibration: {info.calibration.as_dict()}", flush=True)
 
     llm = None
     if not args.no_anchor:
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(summary)
     result = {
         "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count()},
-        "engine": {k: v for k, v in info.__dict__.items()},
+        "engine": asdict(info),
         "max_tokens": args.max_tokens,
         "repeats": args.repeats,
         "runs": [r.__dict__ for r in runs],

@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                 "draft": info.draft_name,
                 "placement": info.placement(),
                 "cpu_weights": info.cpu_weights,
-                "calibration": info.calibration,
+                "calibration": info.calibration.as_dict(),
             }
             result["workload"] = run_workload(engine, args)
             engine.close()

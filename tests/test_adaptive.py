@@ -101,7 +101,7 @@ def test_switching_conversations_does_not_mix_caches(small_engine):
 
 def test_calibration_measures_every_width_and_leaves_the_caches_empty(small_engine):
     costs = small_engine.speculator.calibrate()
-    widths = costs.as_dict()["verify_s"]
+    widths = costs.calibration().verify_s
     assert set(widths) == {1, 2, 4, 8} and all(t > 0 for t in widths.values())
     assert costs.verify_s(8) >= costs.verify_s(1) and costs.draft_step_s > 0
     assert small_engine.target.cached == [] and small_engine.draft.cached == []

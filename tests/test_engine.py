@@ -5,7 +5,8 @@ import threading
 import numpy as np
 import pytest
 
-from engine.config import ChatMessage, DrafterMode, SamplingParams, SpecParams, TokenSource
+from engine.config import ChatMessage, DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
+from engine.decoding.drafters import Draft, Drafter, Offer, TrackerKey
 from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=48)
@@ -75,6 +76,41 @@ def test_greedy_speculation_matches_plain_decoding(small_engine):
     assert spec.text == plain.text
 
 
+class Replay(Drafter):
+    """A drafter written against the interface alone: it proposes the plain answer's next tokens."""
+
+    kind = DrafterKind.DRAFT_MODEL
+    source = TokenSource.DRAFT_MODEL
+    modes = frozenset({DrafterMode.DRAFT_MODEL})
+
+    def __init__(self, sequence: list[int]):
+        super().__init__()
+        self.sequence = sequence
+
+    def offer(self, context, k_cap, earlier):
+        n = len(context)
+        if n >= len(self.sequence) or list(context) != self.sequence[:n]:
+            return None
+        return Offer(self, TrackerKey(self.kind), min(k_cap, len(self.sequence) - n))
+
+    def draft(self, context, k, sampling, rng, p_min):
+        tokens = self.sequence[len(context) : len(context) + k]
+        return Draft(self.kind, k, tokens, [None] * len(tokens), source=self.source)
+
+    def learn(self, draft, verdict):
+        pass
+
+
+def test_a_new_drafter_class_drafts_through_the_loop_losslessly(small_engine, monkeypatch):
+    _, _, plain = run(small_engine, spec=SpecParams(mode=DrafterMode.OFF))
+    replay = Replay(small_engine.prompt_tokens(ASK) + small_engine.speculator.last_answer)
+    monkeypatch.setattr(small_engine.speculator, "drafters", [replay])
+    _, _, done = run(small_engine, spec=SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4))
+    assert done.text == plain.text
+    assert done.stats.n_accepted == done.stats.n_drafted > 10
+    assert (replay.n_drafted, replay.n_accepted) == (done.stats.n_drafted, done.stats.n_accepted)
+
+
 def test_token_sources_are_reported(small_engine):
     tokens, _, done = run(small_engine, spec=SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4))
     sources = {t.source for t in tokens}
@@ -84,14 +120,15 @@ def test_token_sources_are_reported(small_engine):
 
 def test_eos_inside_a_draft_ends_the_answer_there(small_engine, monkeypatch):
     drafts = []
-    propose = small_engine.speculator.draft_model.propose
+    draft_model = small_engine.speculator.drafter(DrafterKind.DRAFT_MODEL)
+    propose = draft_model.draft
 
     def recording_propose(*args, **kwargs):
         d = propose(*args, **kwargs)
         drafts.append(list(d.tokens))
         return d
 
-    monkeypatch.setattr(small_engine.speculator.draft_model, "propose", recording_propose)
+    monkeypatch.setattr(draft_model, "draft", recording_propose)
     messages = [ChatMessage("user", "Reply with just the word yes.")]
     eog = small_engine.target.eog_ids
     # Where the EOS falls depends on the answer's length, which differs between CPUs (kernels

@@ -6,6 +6,7 @@ import pytest
 
 from engine.config import ChatMessage, DrafterKind, DrafterMode, ModelSpec, SamplingParams, SpecParams, TokenSource
 from engine.decoding.chat_engine import Engine
+from engine.decoding.drafters import TrackerKey
 from engine.decoding.events import DoneEvent
 
 QUESTION = "Write a Python function that checks whether a number is prime, with a docstring."
@@ -53,15 +54,15 @@ def test_history_drafts_are_a_point_mass_above_temperature_zero(engine_with_hist
     engine.reset_cache()
     speculator = engine.speculator
     for band in (3, 4, 8, 16):  # as if history had paid off lately: auto takes its offers
-        speculator.tracker(f"history:{band}").first = [50.0, 0.0]
-        speculator.tracker(f"history:{band}").next = [50.0, 0.0]
+        speculator.tracker(TrackerKey(DrafterKind.HISTORY, band)).first = [50.0, 0.0]
+        speculator.tracker(TrackerKey(DrafterKind.HISTORY, band)).next = [50.0, 0.0]
     drafts = []
     original = speculator._draft
 
     def spy(*args, **kwargs):
-        draft, offers = original(*args, **kwargs)
+        draft = original(*args, **kwargs)
         drafts.append(draft)
-        return draft, offers
+        return draft
 
     speculator._draft = spy
     try:

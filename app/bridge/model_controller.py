@@ -100,8 +100,7 @@ class ModelController(QObject):
         self.info = info
         self.state = EngineState.READY
         self.load_guard.succeeded()
-        verify = info.calibration.get("verify_s", {}) if info.calibration else {}
-        self.target_step_s = float(verify.get(1) or verify.get("1") or 0.0)
+        self.target_step_s = info.calibration.step_s
         self.ready.emit(info)
 
     @Slot(str)

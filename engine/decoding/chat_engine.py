@@ -15,6 +15,7 @@ from engine.chat.reasoning import ReasoningSplitter
 from engine.chat.template import ChatFormatter
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
 from engine.decoding.events import DoneEvent, Event, FinishReason
+from engine.decoding.policy import Calibration
 from engine.decoding.speculator import Speculator
 from engine.decoding.stats import AnswerStats
 from engine.errors import ContextFullError, ModelLoadError, OperationCancelled
@@ -43,7 +44,7 @@ class EngineInfo:
     n_ctx: int
     n_threads: int
     memory_bytes: int  # weights plus contexts
-    calibration: dict
+    calibration: Calibration  # what decoding costs on this machine, measured
     cpu_weights: str = ""  # how the target's CPU weights are laid out, AMX decision included
     amx: str = "none"  # "none", "avoided" (llama.cpp's AMX path crashes) or "on"
     draft_layers: int = 0
@@ -179,7 +180,7 @@ class Engine:
             n_ctx=t.n_ctx,
             n_threads=t.n_threads,
             memory_bytes=sum(r.model_bytes + r.context_bytes for r in (t, d) if r),
-            calibration=self.speculator.costs.as_dict(),
+            calibration=self.speculator.costs.calibration(),
             cpu_weights=t.weights.summary,
             amx=t.weights.amx,
             draft_layers=d.n_layers if d else 0,

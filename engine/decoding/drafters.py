@@ -1,32 +1,34 @@
 """Where draft tokens come from: the draft model, the target's MTP head, prompt lookup, or the user's history.
 
-A Draft carries the proposed tokens and, for a sampled draft model, the distributions they were
+Every drafter answers the loop the same way (llama.cpp's common_speculative: begin, draft,
+accept): begin an answer, offer what it could draft this round, draft when chosen, learn from
+what the target kept. Each keeps its own counters and acceptance trackers and prices its own
+step, so a new drafter is a new class in Speculator's list.
+
+A Draft carries the proposed tokens and, for a sampled model drafter, the distributions they were
 drawn from (the rejection rule needs p_draft). Lookup and history drafts are deterministic: p_draft is None.
 """
 
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
-from engine.config import DrafterKind, SamplingParams, TokenSource
+from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
+from engine.decoding.acceptance import Verdict
 from engine.decoding.lookup import NgramIndex
+from engine.decoding.policy import AcceptanceTracker, ConfidenceCalibration, CostModel, confidence_floor
 from engine.decoding.sampling import Distribution, distribution, greedy_token
 from engine.errors import DecodeError
-from engine.history.store import NO_PROPOSAL, HistoryIndex, Proposal
+from engine.history.store import HistoryIndex
 from engine.llama.memory import CheckpointKind
 from engine.llama.mtp import MtpHead
 from engine.llama.runner import ModelRunner
-
-_SOURCES = {
-    DrafterKind.LOOKUP: TokenSource.LOOKUP,
-    DrafterKind.HISTORY: TokenSource.HISTORY,
-    DrafterKind.DRAFT_MODEL: TokenSource.DRAFT_MODEL,
-    DrafterKind.MTP: TokenSource.MTP,
-}
 
 
 @dataclass
@@ -35,13 +37,10 @@ class Draft:
     draft_length: int = 0  # asked of the drafter this round
     tokens: list[int] = field(default_factory=list)
     p_draft: list[Distribution | None] = field(default_factory=list)
-    confidence: list[float] = field(default_factory=list)  # the draft model's top probability per token
+    confidence: list[float] = field(default_factory=list)  # a model drafter's top probability per token
     seconds: float = 0.0
-    n_steps: int = 0  # draft-model decode steps taken
-
-    @property
-    def source(self) -> TokenSource:
-        return _SOURCES.get(self.drafter, TokenSource.DRAFT_MODEL)
+    n_steps: int = 0  # model decode steps taken
+    source: TokenSource = TokenSource.TARGET  # what its accepted tokens are marked as
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -50,76 +49,269 @@ class Draft:
 NO_DRAFT = Draft(DrafterKind.NONE)
 
 
-class LookupDrafter:
+@dataclass(frozen=True)
+class TrackerKey:
+    """Which acceptance record scores an offer: the drafter's kind, and for a matching drafter the
+    band of its match length (a 20-token match is a different bet from a 3-token one)."""
+
+    kind: DrafterKind
+    band: int | None = None
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What one drafter could draft this round, for auto to score."""
+
+    drafter: Drafter
+    key: TrackerKey
+    k_max: int  # the most tokens it can draft now
+    match_length: int = 0  # tokens of context behind a matching drafter's proposal (0: a model)
+
+
+class Drafter(ABC):
+    """One source of draft tokens, asked the same way as every other each round."""
+
+    kind: ClassVar[DrafterKind]
+    source: ClassVar[TokenSource]
+    modes: ClassVar[frozenset[DrafterMode]]  # the settings that ask it
+    fallback_modes: ClassVar[frozenset[DrafterMode]] = frozenset()  # ... only when no drafter before it offered
+    # Acceptance expected before any is seen, (first, next) per band; none: AcceptanceTracker's own.
+    PRIORS: ClassVar[dict[int | None, tuple[float, float]]] = {}
+
+    def __init__(self):
+        self.trackers: dict[TrackerKey, AcceptanceTracker] = {}
+        self.n_drafted = self.n_accepted = 0
+
+    def asked(self, spec: SpecParams, earlier: Sequence[Offer]) -> bool:
+        """Whether the settings ask it this round; earlier: the offers of the drafters asked before it."""
+        return spec.mode in self.modes or (spec.mode in self.fallback_modes and not earlier)
+
+    def begin(self, spec: SpecParams) -> None:  # noqa: B027 - most drafters keep nothing per answer
+        """A new answer starts."""
+
+    @abstractmethod
+    def offer(self, context: Sequence[int], k_cap: int, earlier: Sequence[Offer]) -> Offer | None:
+        """What it could draft after context (None: nothing this round)."""
+
+    @abstractmethod
+    def draft(
+        self, context: Sequence[int], k: int, sampling: SamplingParams, rng: np.random.Generator, p_min: float
+    ) -> Draft:
+        """Up to k tokens after context, for the offer it made this round; p_min: a model's floor of confidence."""
+
+    def accept(self, draft: Draft, verdict: Verdict) -> None:
+        """The target verified this round's draft, whoever drafted it."""
+        if draft.drafter == self.kind:
+            self.n_drafted += len(draft)
+            self.n_accepted += verdict.n_accepted
+        self.learn(draft, verdict)
+
+    @abstractmethod
+    def learn(self, draft: Draft, verdict: Verdict) -> None:
+        """Update its acceptance from a verified round."""
+
+    def tracker(self, key: TrackerKey | None = None) -> AcceptanceTracker:
+        key = key or TrackerKey(self.kind)
+        if key not in self.trackers:
+            self.trackers[key] = AcceptanceTracker(*self.PRIORS.get(key.band, ()))
+        return self.trackers[key]
+
+    def forget(self) -> None:
+        """Back to the priors: nothing learned, nothing counted."""
+        self.trackers.clear()
+        self.n_drafted = self.n_accepted = 0
+
+    # -- its cost, as auto prices it -------------------------------------------------------------
+
+    def step_s(self, costs: CostModel) -> float:
+        """What one drafted token costs it: nothing for a drafter that runs no model."""
+        return 0.0
+
+    def confidence_floor(self, costs: CostModel, k: int) -> float:
+        return 0.0
+
+    def observe_cost(self, costs: CostModel, draft: Draft) -> None:  # noqa: B027 - a lookup costs nothing to time
+        """Time what drafting cost into the CostModel."""
+
+
+class MatchDrafter(Drafter):
+    """Continues a match of the context's end without running a model (lookup, history).
+
+    Its whole proposal is known before the round, so how far it would have gone is known for free:
+    it is followed against the tokens the target goes on to produce, round after round, until it
+    misses or runs out, whether the round drafted from it, drafted part of it, or drafted nothing.
+    This is how auto notices that an answer has started copying, and learns that a copy run
+    continues beyond the few tokens it dared to draft.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.proposal: list[int] = []
+        self.shadow: _Shadow | None = None
+
+    @abstractmethod
+    def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int]:
+        """Up to k_cap tokens continuing context's end, and how many tokens of context matched."""
+
+    @abstractmethod
+    def band(self, match_length: int) -> int:
+        """The acceptance band of a match this long."""
+
+    def begin(self, spec: SpecParams) -> None:
+        self.shadow = None  # a proposal from another answer says nothing about this one
+
+    def offer(self, context: Sequence[int], k_cap: int, earlier: Sequence[Offer]) -> Offer | None:
+        tokens, match_length = self.match(context, k_cap)
+        # A drafter asked earlier (the current conversation) keeps priority where it matches at least as far back.
+        if not tokens or any(o.match_length >= match_length for o in earlier):
+            return None
+        key = TrackerKey(self.kind, self.band(match_length))
+        self.proposal = list(tokens)
+        if self.shadow is None:
+            self.shadow = _Shadow(key, self.proposal)
+        return Offer(self, key, len(tokens), match_length)
+
+    def draft(self, context, k, sampling, rng, p_min) -> Draft:
+        tokens = self.proposal[:k]
+        return Draft(self.kind, k, tokens, [None] * len(tokens), source=self.source)
+
+    def learn(self, draft: Draft, verdict: Verdict) -> None:
+        produced = draft.tokens[: verdict.n_accepted] + [verdict.next_token]
+        if self.shadow is not None and self.shadow.follow(produced):
+            self.tracker(self.shadow.key).observe(len(self.shadow.tokens), self.shadow.matched)
+            self.shadow = None
+
+    def forget(self) -> None:
+        super().forget()
+        self.shadow = None
+
+
+class LookupDrafter(MatchDrafter):
     """Prompt lookup over the conversation so far (prompt plus the answer being written)."""
 
     kind = DrafterKind.LOOKUP
+    source = TokenSource.LOOKUP
+    modes = frozenset({DrafterMode.AUTO, DrafterMode.LOOKUP, DrafterMode.BOTH})
 
     def __init__(self, n_min: int = 1, n_max: int = 4):
+        super().__init__()
         self.index = NgramIndex(n_min, n_max)
 
-    def candidates(self, history: Sequence[int], k_max: int) -> list[int]:
-        return self.index.propose(history, k_max)
+    def begin(self, spec: SpecParams) -> None:
+        super().begin(spec)
+        if (self.index.n_min, self.index.n_max) != (spec.lookup_ngram_min, spec.lookup_ngram_max):
+            self.index = NgramIndex(spec.lookup_ngram_min, spec.lookup_ngram_max)
 
-    @property
-    def last_match_size(self) -> int:
-        return self.index.last_match_size
+    def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int]:
+        tokens = self.index.propose(context, k_cap)
+        return tokens, self.index.last_match_size
+
+    def band(self, match_length: int) -> int:
+        return min(match_length, 3)
 
 
-class HistoryDrafter:
+class HistoryDrafter(MatchDrafter):
     """The most frequent continuation, in the user's earlier conversations, of the longest match
     of the context's end (SuffixDecoding's rule): it drafts up to twice as many tokens as
     matched, and only while at least MIN_SHARE of the earlier occurrences went on that way."""
 
     kind = DrafterKind.HISTORY
+    source = TokenSource.HISTORY
+    modes = frozenset({DrafterMode.AUTO})
     MIN_MATCH = 3  # shorter matches are everywhere in a large history and say little
     MIN_SHARE = 0.3
-    # Acceptance expected before any is seen, (first, next) per band of match length: a long match
-    # of the user's own earlier words usually goes on as before (SuffixDecoding's observation), so
-    # auto may draft from it at once instead of after a long shadow run; the tracker corrects it.
+    # A long match of the user's own earlier words usually goes on as before (SuffixDecoding's
+    # observation), so auto may draft from it at once instead of after a long shadow run; the
+    # tracker corrects it.
     PRIORS = {3: (0.5, 0.5), 4: (0.5, 0.7), 8: (0.7, 0.85), 16: (0.8, 0.9)}
 
     def __init__(self, index: HistoryIndex):
+        super().__init__()
         self.index = index
-        self.last = NO_PROPOSAL
 
-    def propose(self, history: Sequence[int], k_max: int) -> Proposal:
-        self.last = self.index.propose(history, k_max, self.MIN_MATCH, self.MIN_SHARE)
-        return self.last
+    def asked(self, spec: SpecParams, earlier: Sequence[Offer]) -> bool:
+        return spec.history and super().asked(spec, earlier)
 
-    def tracker_key(self) -> str:
-        """Acceptance is tracked per band of match length: a 20-token match is a different bet from a 3-token one."""
-        length = self.last.match_length
-        band = 16 if length >= 16 else 8 if length >= 8 else 4 if length >= 4 else self.MIN_MATCH
-        return f"{DrafterKind.HISTORY.value}:{band}"
+    def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int]:
+        proposal = self.index.propose(context, k_cap, self.MIN_MATCH, self.MIN_SHARE)
+        return proposal.tokens, proposal.match_length
 
-    @classmethod
-    def prior(cls, key: str) -> tuple[float, float] | None:
-        """The starting rates for a tracker key of this drafter (None: not one of its keys)."""
-        kind, _, band = key.partition(":")
-        return cls.PRIORS.get(int(band)) if kind == DrafterKind.HISTORY.value and band.isdigit() else None
+    def band(self, match_length: int) -> int:
+        return 16 if match_length >= 16 else 8 if match_length >= 8 else 4 if match_length >= 4 else self.MIN_MATCH
 
 
-class DraftModelDrafter:
-    """Autoregressive drafting with the small model, stopping early when it is unsure."""
+class ModelDrafter(Drafter):
+    """Runs a model token by token, stopping early when it is unsure. How well its confidence predicts
+    acceptance is calibrated (its adaptive p_min), and its steps are timed into the CostModel."""
+
+    def __init__(self):
+        super().__init__()
+        self.calibration = ConfidenceCalibration()
+
+    @abstractmethod
+    def extend(
+        self, draft: Draft, context: Sequence[int], sampling: SamplingParams, rng: np.random.Generator, p_min: float
+    ) -> None:
+        """Add up to draft.draft_length tokens to draft (_take decides each)."""
+
+    @abstractmethod
+    def measured_step_s(self, costs: CostModel) -> float | None:
+        """One of its steps, as the CostModel has it (None: not measured)."""
+
+    @abstractmethod
+    def observe_step(self, costs: CostModel, seconds: float) -> None: ...
+
+    def ready(self, context: Sequence[int]) -> bool:
+        return True
+
+    def offer(self, context: Sequence[int], k_cap: int, earlier: Sequence[Offer]) -> Offer | None:
+        return Offer(self, TrackerKey(self.kind), k_cap) if self.ready(context) else None
+
+    def draft(self, context, k, sampling, rng, p_min) -> Draft:
+        t0 = time.perf_counter()
+        draft = Draft(self.kind, k, source=self.source)
+        self.extend(draft, context, sampling, rng, p_min)
+        draft.seconds = time.perf_counter() - t0
+        return draft
+
+    def learn(self, draft: Draft, verdict: Verdict) -> None:
+        if draft.drafter == self.kind:
+            self.tracker().observe(len(draft), verdict.n_accepted)
+            self.calibration.observe(draft.confidence, verdict.n_accepted)
+        else:
+            # Untried: drift back towards the prior, to be tried again.
+            self.tracker().decay()
+            self.calibration.decay()
+
+    def forget(self) -> None:
+        super().forget()
+        self.calibration = ConfidenceCalibration()
+
+    def step_s(self, costs: CostModel) -> float:
+        return self.measured_step_s(costs) or costs.step_s
+
+    def confidence_floor(self, costs: CostModel, k: int) -> float:
+        return confidence_floor(costs, k, self.measured_step_s(costs), self.calibration)
+
+    def observe_cost(self, costs: CostModel, draft: Draft) -> None:
+        self.observe_step(costs, draft.seconds / max(draft.n_steps, 1))
+
+
+class DraftModelDrafter(ModelDrafter):
+    """Autoregressive drafting with the small model."""
 
     kind = DrafterKind.DRAFT_MODEL
+    source = TokenSource.DRAFT_MODEL
+    modes = frozenset({DrafterMode.AUTO, DrafterMode.DRAFT_MODEL})
+    fallback_modes = frozenset({DrafterMode.BOTH})  # lookup when it matches, the draft model otherwise
 
     def __init__(self, runner: ModelRunner):
+        super().__init__()
         self.runner = runner
 
-    def propose(
-        self,
-        history: Sequence[int],
-        draft_length: int,
-        sampling: SamplingParams,
-        rng: np.random.Generator,
-        p_min: float,
-    ) -> Draft:
-        t0 = time.perf_counter()
-        draft = Draft(self.kind, draft_length)
-        seq = list(history)
-        for step in range(draft_length):
+    def extend(self, draft, context, sampling, rng, p_min) -> None:
+        seq = list(context)
+        for step in range(draft.draft_length):
             # A recurrent draft keeps a checkpoint where this proposal starts: the next round goes back to it.
             keep = CheckpointKind.ROUND if step == 0 and self.runner.memory.needs_checkpoints else None
             logits = self.runner.eval(seq, 1, checkpoint=keep)[0]
@@ -127,35 +319,33 @@ class DraftModelDrafter:
             if not _take(draft, logits, sampling, rng, p_min):
                 break
             seq.append(draft.tokens[-1])
-        draft.seconds = time.perf_counter() - t0
-        return draft
+
+    def measured_step_s(self, costs: CostModel) -> float | None:
+        return costs.draft_step_s
+
+    def observe_step(self, costs: CostModel, seconds: float) -> None:
+        costs.observe_draft_step(seconds)
 
 
-class MtpDrafter:
+class MtpDrafter(ModelDrafter):
     """Drafting with the target's own MTP head: each step feeds the head's hidden state forward."""
 
     kind = DrafterKind.MTP
+    source = TokenSource.MTP
+    modes = frozenset({DrafterMode.AUTO, DrafterMode.MTP})
 
     def __init__(self, head: MtpHead):
+        super().__init__()
         self.head = head
 
-    def ready(self, history: Sequence[int]) -> bool:
+    def ready(self, context: Sequence[int]) -> bool:
         """The head follows the target up to the last committed token (not so on an answer's first round)."""
-        return self.head.can_draft(len(history) - 1)
+        return self.head.can_draft(len(context) - 1)
 
-    def propose(
-        self,
-        history: Sequence[int],
-        draft_length: int,
-        sampling: SamplingParams,
-        rng: np.random.Generator,
-        p_min: float,
-    ) -> Draft:
-        t0 = time.perf_counter()
-        draft = Draft(self.kind, draft_length)
-        token, position, hidden = history[-1], len(history) - 1, None
+    def extend(self, draft, context, sampling, rng, p_min) -> None:
+        token, position, hidden = context[-1], len(context) - 1, None
         try:
-            for _ in range(draft_length):
+            for _ in range(draft.draft_length):
                 logits, own = self.head.step(token, position, hidden)
                 draft.n_steps += 1
                 if not _take(draft, logits, sampling, rng, p_min):
@@ -163,8 +353,29 @@ class MtpDrafter:
                 token, position, hidden = draft.tokens[-1], position + 1, own.copy()
         except DecodeError:
             pass  # the head failed (it says why and drafts no more): verify what it drafted so far
-        draft.seconds = time.perf_counter() - t0
-        return draft
+
+    def measured_step_s(self, costs: CostModel) -> float | None:
+        return costs.mtp_step_s
+
+    def observe_step(self, costs: CostModel, seconds: float) -> None:
+        costs.observe_mtp_step(seconds)
+
+
+class _Shadow:
+    """A matching drafter's offer, followed against what the target produced, drafted or not."""
+
+    def __init__(self, key: TrackerKey, tokens: list[int]):
+        self.key, self.tokens, self.matched = key, list(tokens), 0
+
+    def follow(self, produced: list[int]) -> bool:
+        """Compare with the next produced tokens; True once the outcome is known."""
+        for token in produced:
+            if self.tokens[self.matched] != token:
+                return True
+            self.matched += 1
+            if self.matched == len(self.tokens):
+                return True
+        return False
 
 
 def _take(draft: Draft, logits: np.ndarray, sampling: SamplingParams, rng, p_min: float) -> bool:

@@ -10,7 +10,8 @@ tokens costs nearly k single steps, that is the honest answer.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -19,6 +20,25 @@ from engine.config import DrafterKind
 WINDOW = 15  # recent timings kept per batch width; their median resists a busy moment
 PLAIN_MARGIN = 1.05  # expected gain a drafter must promise before auto leaves plain decoding
 MEMORY = 0.85  # decay of acceptance counts per observation: about the last dozen matter
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What decoding costs on this machine, as the CostModel has it now (EngineInfo.calibration)."""
+
+    verify_s: dict[int, float]  # one target decode of n tokens, per measured n (1 always)
+    draft_step_s: float | None = None  # one draft-model step (None: no draft model)
+    mtp_step_s: float | None = None  # one step of the target's MTP head (None: no head)
+    rollback_s: float = 0.0  # undoing a rejected draft on a recurrent target (0 elsewhere)
+
+    @property
+    def step_s(self) -> float:
+        """The target's single-token step: what plain decoding pays per token."""
+        return self.verify_s[1]
+
+    def as_dict(self) -> dict:
+        """The JSON shape the benchmarks write."""
+        return asdict(self)
 
 
 class CostModel:
@@ -62,7 +82,8 @@ class CostModel:
         return _median(self._mtp) if self._mtp else None
 
     def step_cost(self, drafter: DrafterKind) -> float:
-        """What one drafted token costs the drafter: a model's step, ~0 for lookup and history."""
+        """What one drafted token costs a built-in drafter named by kind: a model's step, ~0 for lookup
+        and history (best_choice's shorthand; drafters price themselves with Drafter.step_s)."""
         if drafter == DrafterKind.DRAFT_MODEL:
             return self.draft_step_s or self.step_s
         if drafter == DrafterKind.MTP:
@@ -117,13 +138,13 @@ class CostModel:
         undo = _median(self._rollback) if self._rollback else self._checkpoint + self.verify_s(round(expected))
         return self._checkpoint + (1.0 - p_all_accepted) * undo
 
-    def as_dict(self) -> dict:
-        return {
-            "verify_s": {n: self.verify_s(n) for n in sorted(self._verify)},
-            "draft_step_s": self.draft_step_s,
-            "mtp_step_s": self.mtp_step_s,
-            "rollback_s": _median(self._rollback) if self._rollback else self._checkpoint,
-        }
+    def calibration(self) -> Calibration:
+        return Calibration(
+            verify_s={n: self.verify_s(n) for n in sorted(self._verify)},
+            draft_step_s=self.draft_step_s,
+            mtp_step_s=self.mtp_step_s,
+            rollback_s=_median(self._rollback) if self._rollback else self._checkpoint,
+        )
 
 
 def _median(values) -> float:
@@ -191,6 +212,15 @@ def expected_tokens(alpha: float | tuple[float, float], k: int) -> float:
 
 
 @dataclass(frozen=True)
+class Option:
+    """What a drafter can do this round, as auto scores it."""
+
+    rates: float | tuple[float, float]  # acceptance, as AcceptanceTracker keeps it
+    k_max: int  # the most tokens it can draft now
+    step_s: float  # what one drafted token costs it (0 for a drafter that runs no model)
+
+
+@dataclass(frozen=True)
 class Choice:
     drafter: DrafterKind
     draft_length: int
@@ -199,25 +229,27 @@ class Choice:
 
 def best_choice(
     costs: CostModel,
-    options: dict[DrafterKind, tuple[float | tuple[float, float], int]],
+    options: Mapping[DrafterKind, Option | tuple[float | tuple[float, float], int]],
     allow_none: bool = True,
     fixed_k: bool = False,
 ) -> Choice:
     """The drafter and k with the highest expected tokens/s.
 
-    options maps drafter -> (acceptance rate(s), largest k it can offer now); a drafter's
-    per-token cost is the draft step for the draft model and ~0 for lookup. allow_none=False is
-    for a user who chose a drafter: then only its k adapts, and DrafterKind.NONE is the answer only
-    when no drafter can offer anything this round. fixed_k: each drafter offers exactly its k_max.
+    options maps drafter -> Option, or the shorthand (acceptance rate(s), largest k it can offer
+    now) priced by CostModel.step_cost. allow_none=False is for a user who chose a drafter: then
+    only its k adapts, and DrafterKind.NONE is the answer only when no drafter can offer anything
+    this round. fixed_k: each drafter offers exactly its k_max.
     """
     best = Choice(DrafterKind.NONE, 0, 1.0 / costs.step_s if allow_none else 0.0)
     # Drafting must beat plain decoding clearly: the model of acceptance is approximate, and a
     # coin-flip gain is not worth a possible loss.
     bar = best.expected_tps * PLAIN_MARGIN
-    for drafter, (alpha, k_max) in options.items():
-        per_token = costs.step_cost(DrafterKind(drafter))
+    for drafter, option in options.items():
+        if not isinstance(option, Option):
+            option = Option(*option, costs.step_cost(DrafterKind(drafter)))
+        alpha, per_token = option.rates, option.step_s
         first, cont = alpha if isinstance(alpha, tuple) else (alpha, alpha)
-        for k in [k_max] if fixed_k else range(1, k_max + 1):
+        for k in [option.k_max] if fixed_k else range(1, option.k_max + 1):
             expected = expected_tokens(alpha, k)
             overhead = costs.round_overhead_s(expected, first * cont ** (k - 1))
             tps = expected / (k * per_token + costs.verify_s(k + 1) + overhead)
@@ -252,21 +284,23 @@ class ConfidenceCalibration:
         self.accepted *= MEMORY
 
 
-def draft_confidence_floor(
-    costs: CostModel,
-    k: int,
-    calibration: ConfidenceCalibration | None = None,
-    drafter: DrafterKind = DrafterKind.DRAFT_MODEL,
+def confidence_floor(
+    costs: CostModel, k: int, step_s: float | None, calibration: ConfidenceCalibration | None = None
 ) -> float:
-    """The draft model's adaptive p_min: stop drafting when one more token is not worth its cost.
+    """A model drafter's adaptive p_min: stop drafting when one more token is not worth its cost.
 
-    One more draft token costs a draft step plus the extra verification width; it is worth a
-    plain target step if accepted. Its draft probability, corrected by how well that probability
-    has predicted acceptance so far, stands in for the acceptance chance.
+    One more draft token costs the drafter's step (step_s, as measured; None: not yet) plus the
+    extra verification width; it is worth a plain target step if accepted. Its draft probability,
+    corrected by how well that probability has predicted acceptance so far, stands in for the
+    acceptance chance.
     """
-    step = costs.mtp_step_s if drafter == DrafterKind.MTP else costs.draft_step_s
-    if step is None:
+    if step_s is None:
         return 0.5
-    marginal = step + costs.verify_s(k + 2) - costs.verify_s(k + 1)
+    marginal = step_s + costs.verify_s(k + 2) - costs.verify_s(k + 1)
     ratio = calibration.ratio if calibration else 1.0
     return float(np.clip(marginal / costs.step_s / max(ratio, 1e-3), 0.2, 0.95))
+
+
+def draft_confidence_floor(costs: CostModel, k: int, calibration: ConfidenceCalibration | None = None) -> float:
+    """The draft model's p_min (confidence_floor at its measured step)."""
+    return confidence_floor(costs, k, costs.draft_step_s, calibration)

@@ -1,0 +1,196 @@
+"""The Drafter interface without a model: a stand-in target whose next token is a fixed function of
+the last, a drafter plugged into the loop as a new class, each drafter's own counters and trackers,
+and the calibration record."""
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+
+from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
+from engine.decoding.acceptance import Verdict
+from engine.decoding.drafters import (
+    NO_DRAFT,
+    Draft,
+    Drafter,
+    HistoryDrafter,
+    LookupDrafter,
+    Offer,
+    TrackerKey,
+)
+from engine.decoding.events import DoneEvent, RoundEvent, TokenEvent
+from engine.decoding.policy import Calibration, CostModel, Option, best_choice
+from engine.decoding.speculator import Speculator
+from engine.history.store import Proposal
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=40)
+PROMPT = [1, 2, 3]
+GPU_COSTS = {1: 0.010, 2: 0.0102, 4: 0.0105, 8: 0.011}
+
+
+def follow(token: int) -> int:
+    """The stand-in target's next token (never 0, its end-of-generation token)."""
+    return (token * 5 + 1) % 31 + 1
+
+
+class RuleTarget:
+    """Enough of a ModelRunner for the Speculator: every row's argmax is follow(its token)."""
+
+    n_ctx, n_batch, n_vocab = 512, 64, 32
+    backend = "CPU"
+    rollback_problem = None
+    mtp = None
+    memory = SimpleNamespace(needs_checkpoints=False)
+
+    def __init__(self):
+        self.cancel_event = None
+        self.last_decoded = 0
+
+    def eval(self, tokens, n_logits=1, checkpoint=None):
+        self.last_decoded = len(tokens)
+        if n_logits == 0:
+            return None
+        logits = np.zeros((n_logits, self.n_vocab), dtype=np.float32)
+        for row, token in enumerate(tokens[len(tokens) - n_logits :]):
+            logits[row, follow(token)] = 10.0
+        return logits
+
+    def is_eog(self, token: int) -> bool:
+        return token == 0
+
+    def piece(self, token: int) -> bytes:
+        return f"t{token} ".encode()
+
+
+class Oracle(Drafter):
+    """A new drafter, written against the interface alone: it proposes the target's own next tokens."""
+
+    kind = DrafterKind.DRAFT_MODEL
+    source = TokenSource.DRAFT_MODEL
+    modes = frozenset({DrafterMode.DRAFT_MODEL})
+
+    def offer(self, context, k_cap, earlier):
+        return Offer(self, TrackerKey(self.kind), k_cap)
+
+    def draft(self, context, k, sampling, rng, p_min):
+        tokens = [follow(context[-1])]
+        while len(tokens) < k:
+            tokens.append(follow(tokens[-1]))
+        return Draft(self.kind, k, tokens, [None] * k, source=self.source)
+
+    def learn(self, draft, verdict):
+        if draft.drafter == self.kind:
+            self.tracker().observe(len(draft), verdict.n_accepted)
+
+
+def speculator(*drafters: Drafter) -> Speculator:
+    s = Speculator(RuleTarget(), costs=CostModel(GPU_COSTS))
+    s.drafters += drafters
+    return s
+
+
+def answer(spec: Speculator, params: SpecParams, sampling=GREEDY) -> tuple[list, DoneEvent]:
+    events = list(spec.stream(PROMPT, sampling, params))
+    assert isinstance(events[-1], DoneEvent)
+    return events[:-1], events[-1]
+
+
+def test_a_drafter_plugged_in_as_a_new_class_is_accepted_in_full_and_lossless():
+    oracle = Oracle()
+    s = speculator(oracle)
+    events, done = answer(s, SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4))
+    _, plain = answer(speculator(), SpecParams(mode=DrafterMode.OFF))
+    assert done.text == plain.text and done.stats.n_tokens == plain.stats.n_tokens == 40
+    assert done.stats.n_drafted > 20 and done.stats.n_accepted == done.stats.n_drafted
+    # Its own counters say the same as the answer's figures; lookup was not asked.
+    assert (oracle.n_drafted, oracle.n_accepted) == (done.stats.n_drafted, done.stats.n_accepted)
+    assert s.drafter(DrafterKind.LOOKUP).n_drafted == 0
+    assert oracle.tracker().first_rate > 0.8  # from the prior 0.5, with a short memory
+    # Each RoundEvent comes before its round's tokens, which carry the drafter's source.
+    assert isinstance(events[0], RoundEvent)
+    drafted = [e for e in events if isinstance(e, TokenEvent) and e.source == TokenSource.DRAFT_MODEL]
+    assert len(drafted) == done.stats.n_accepted
+
+
+def test_the_first_round_is_never_drafted_and_a_fixed_k_is_kept():
+    _, done = answer(speculator(Oracle()), SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=3))
+    first, *rest = done.stats.rounds
+    assert first.drafter == DrafterKind.NONE and first.drafted == 0
+    assert all(r.draft_length == 3 for r in rest[:-1])
+
+
+def test_a_mode_that_does_not_ask_a_drafter_leaves_it_out():
+    oracle = Oracle()
+    _, done = answer(speculator(oracle), SpecParams(mode=DrafterMode.LOOKUP, draft_length=4))
+    assert oracle.n_drafted == 0 and DrafterKind.DRAFT_MODEL not in done.stats.by_drafter()
+
+
+def test_lookup_offers_are_scored_against_what_the_target_produced_drafted_or_not():
+    lookup = LookupDrafter()
+    offer = lookup.offer([5, 6, 7, 8, 5, 6], 3, [])
+    assert offer.key == TrackerKey(DrafterKind.LOOKUP, 2) and lookup.proposal == [7, 8, 5]
+    for produced in (7, 8, 5):  # plain rounds that produced what it offered
+        lookup.accept(NO_DRAFT, Verdict(0, produced))
+    assert lookup.shadow is None and lookup.tracker(offer.key).first == [1.0, 0.0]
+    assert lookup.tracker(offer.key).next[0] > 0 and lookup.n_drafted == 0
+
+
+def test_history_is_offered_only_where_it_matches_further_back_than_lookup():
+    class Index:
+        match_length = 2
+
+        def propose(self, context, k, min_match, min_share):
+            return Proposal([9, 9, 9], self.match_length, 1, 1.0)
+
+    index = Index()
+    history = HistoryDrafter(index)
+    lookup = LookupDrafter()
+    context = [5, 6, 7, 8, 5, 6]
+    from_lookup = lookup.offer(context, 4, [])
+    assert from_lookup.match_length == 2
+    assert history.offer(context, 4, [from_lookup]) is None  # as far back: the conversation wins
+    index.match_length = 5
+    assert history.offer(context, 4, [from_lookup]).key == TrackerKey(DrafterKind.HISTORY, 4)
+    assert history.offer(context, 4, []) is not None
+
+
+def test_tracker_keys_band_match_lengths_and_carry_their_priors():
+    history = HistoryDrafter(None)
+    assert [history.band(n) for n in (3, 4, 7, 8, 15, 16, 40)] == [3, 4, 4, 8, 8, 16, 16]
+    assert [LookupDrafter().band(n) for n in (1, 2, 3, 4)] == [1, 2, 3, 3]
+    assert history.tracker(TrackerKey(DrafterKind.HISTORY, 16)).rates == (0.8, 0.9)
+    assert LookupDrafter().tracker(TrackerKey(DrafterKind.LOOKUP, 3)).rates == (0.5, 0.5)
+    history.forget()
+    assert history.trackers == {}
+
+
+def test_forget_acceptance_and_drop_draft_model_reach_every_drafter():
+    oracle = Oracle()
+    s = speculator(oracle)
+    answer(s, SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4))
+    assert s.tracker(TrackerKey(DrafterKind.DRAFT_MODEL)) is oracle.tracker()
+    s.forget_acceptance()
+    assert oracle.trackers == {} and oracle.n_drafted == 0
+    s.drop_draft_model()
+    assert s.drafter(DrafterKind.DRAFT_MODEL) is None and [d.kind for d in s.drafters] == [DrafterKind.LOOKUP]
+
+
+def test_auto_scores_any_drafter_by_the_cost_it_states():
+    costs = CostModel(GPU_COSTS)
+    cheap = best_choice(costs, {DrafterKind.MTP: Option((0.9, 0.9), 8, 0.0005)})
+    assert cheap.drafter == DrafterKind.MTP and cheap.draft_length >= 4
+    dear = best_choice(costs, {DrafterKind.MTP: Option((0.9, 0.9), 8, 0.05)})
+    assert dear.drafter == DrafterKind.NONE
+
+
+def test_the_calibration_record_keeps_the_json_shape():
+    costs = CostModel({1: 0.02, 2: 0.03}, draft_step_s=0.004)
+    calibration = costs.calibration()
+    assert calibration == Calibration({1: 0.02, 2: 0.03}, draft_step_s=0.004)
+    assert calibration.step_s == 0.02
+    assert json.loads(json.dumps(calibration.as_dict())) == {
+        "verify_s": {"1": 0.02, "2": 0.03},
+        "draft_step_s": 0.004,
+        "mtp_step_s": None,
+        "rollback_s": 0.0,
+    }

@@ -8,7 +8,8 @@ The public API, by what a caller does:
 - ask for it: `ModelSpec`, `SpecParams`, `SamplingParams`, `ChatMessage`, `DrafterMode`,
   `TokenSource`, `GPU_LAYERS_AUTO`, `GPU_LAYERS_ALL`;
 - read a round: `Round` (in `AnswerStats.rounds` and `RoundEvent.round`), `DrafterKind`;
-- fail clearly: `EngineError` and its kinds in `engine.errors`;
+- fail clearly: `EngineError` and its kinds in `engine.errors`, where `user_message(error)` turns
+  any exception into text for a person;
 - manage models (no model loaded): `engine.models` (library, hub, download, starter);
 - the user's history index (drafts from earlier conversations): `Engine(history_dir=...)` opens it,
   `Engine.chat(remember=...)` adds to it; with no model loaded, `engine.history.store`

@@ -20,7 +20,7 @@ from engine.config import (
     TokenSource,
 )
 from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
-from engine.errors import EngineError
+from engine.errors import EngineError, user_message
 
 COLOURS = {
     TokenSource.DRAFT_MODEL: "\033[32m",
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             engine.close()
     except EngineError as e:
-        print(f"error: {e.user_message()}", file=sys.stderr)
+        print(f"error: {user_message(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -391,8 +391,7 @@ def cmd_serve(engine, args) -> int:
     )
     if warning := config.exposure_warning():
         print(warning, file=sys.stderr)
-    sampling = sampling_from(args).with_(max_tokens=min(args.max_tokens, config.max_tokens_limit))
-    running = serve_engine(engine, config, sampling, spec_from(args))
+    running = serve_engine(engine, config, sampling_from(args), spec_from(args))  # max_tokens lowered to the limit
     running.log.add_listener(lambda record: print(record.line(), file=sys.stderr, flush=True))
     key = "the API key is required" if config.api_key else "no API key"
     print(f"serving {running.model_id} at {running.url} ({key}); Ctrl+C stops", flush=True)

@@ -1,7 +1,7 @@
-"""The engine's own error types.
+"""The engine's own error types, and user_message(): the one way any exception becomes text for a person.
 
-Everything the engine raises on purpose derives from EngineError, so callers (the app's worker,
-the CLI) can show a readable message. llama-cpp-python signals failures with RuntimeError and
+Everything the engine raises on purpose derives from EngineError, so callers (the app, the CLI,
+the local server) can show a readable message. llama-cpp-python signals failures with RuntimeError and
 ValueError; those are converted here rather than leaked, because Qt helpers such as superqt
 treat a RuntimeError as "worker deleted" and go quiet.
 """
@@ -58,3 +58,19 @@ class OperationCancelled(EngineError):
 
     Not a failure: callers report it as cancelled, and nothing half-done is left behind.
     """
+
+
+def user_message(error: BaseException) -> str:
+    """What a person is told about any failure: the app's notices, the terminal, a server client's error.
+
+    The engine's own errors say what happened and what to do; out of memory says what helps; an
+    operating-system error gives its reason (and the file); anything else is named as unexpected,
+    with its type, since it is a bug rather than something the user can act on.
+    """
+    if isinstance(error, EngineError):
+        return error.user_message()
+    if isinstance(error, MemoryError):
+        return "Out of memory.\nTry a smaller model, a smaller context, or fewer GPU layers."
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.strerror}: {error.filename}" if error.filename else error.strerror
+    return f"Unexpected error: {type(error).__name__}: {error}"

@@ -43,7 +43,7 @@ def test_the_switch_serves_the_loaded_model_and_logs_each_request(qtbot, make_wi
     qtbot.waitUntil(lambda: "POST /v1/chat/completions 200" in panel.log_view.toPlainText(), timeout=10_000)
 
     panel.switch.setChecked(False)
-    assert not window.server.running and window.host.queue is None
+    assert not window.server.running and window.server.queue is None
     assert server_threads() == [] and not status.isVisible()
     # The app answers as before, straight to its engine.
     message = ask(qtbot, window, "Hello?")

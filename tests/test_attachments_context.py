@@ -156,9 +156,11 @@ def test_attached_files_reach_the_engine_show_as_chips_and_come_back_after_a_res
     composer.chips.chips[0].remove_button.click()  # removed before sending
     composer.attach_files([str(sample_files["code"])])
     assert [c.attachment.name for c in composer.chips.chips] == ["report.pdf", "fib.py"]
-    with qtbot.waitSignal(window.host.answer_requested, timeout=ANSWER_TIMEOUT_MS) as sent:
-        ask(qtbot, window, "What do these say?", wait=False)
-    prompt = sent.args[0].messages[-1].content
+    sent, answer = [], window.host.answer  # the requests the engine thread is asked to answer
+    window.host.answer = lambda *args, **kwargs: sent.append(answer(*args, **kwargs)) or sent[-1]
+    ask(qtbot, window, "What do these say?", wait=False)
+    qtbot.waitUntil(lambda: bool(sent), timeout=ANSWER_TIMEOUT_MS)
+    prompt = sent[0].messages[-1].content
     assert "File: report.pdf" in prompt and "Quarterly widgets rose by 42 percent" in prompt
     assert "File: fib.py\n```python\ndef fib(n):" in prompt and prompt.endswith("What do these say?")
     qtbot.waitUntil(lambda: not window.busy, timeout=ANSWER_TIMEOUT_MS)

@@ -16,7 +16,7 @@ from concurrent.futures import wait as futures_wait
 import shiboken6
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
-from engine.errors import EngineError
+from engine.errors import EngineError, user_message
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +67,10 @@ def _run(fn: Callable[[Report], object], task: int, relay: _Relay) -> None:
     """On a pool thread: run fn, and post what it reports, returns or raises to the GUI thread."""
     try:
         result = fn(lambda value: relay.arrived.emit(task, "progressed", value))
-    except EngineError as e:
-        relay.arrived.emit(task, "failed", e.user_message())
-    except Exception as e:  # a bug, not a hub failure: say so rather than go quiet
-        log.exception("background task failed")
-        relay.arrived.emit(task, "failed", f"Something went wrong: {type(e).__name__}: {e}")
+    except Exception as e:  # noqa: BLE001 - every failure becomes a message, never a silent thread
+        if not isinstance(e, EngineError):  # a bug, not a hub failure: logged with its traceback
+            log.exception("background task failed")
+        relay.arrived.emit(task, "failed", user_message(e))
     else:
         relay.arrived.emit(task, "succeeded", result)
 

@@ -4,11 +4,28 @@ EngineHost (GUI thread) starts the thread, moves an EngineWorker onto it, and co
 `*_requested` signals to the worker's slots with queued connections, so every request runs on
 the worker thread, in order. The GUI never waits on the worker, except when it shuts it down.
 
-Stopping an answer cannot be a queued slot: the worker is busy in the answer's loop and would
-only see the request afterwards. Each request carries a threading.Event instead, which the GUI
-thread sets directly (EngineHost.stop); the engine checks it between decode steps. Loads and the
-starter assembly carry one too, so shutting down cancels whatever runs: a load within one tensor,
-an assembly within one chunk, an answer within one decode step.
+Every answer takes one path: it joins the engine thread's line (EngineHost.queue, engine.serving's
+FairQueue), which hands each job to the worker as a queued `job_requested`. While the local server
+runs, its clients wait in the same line, first come first served (app.bridge.local_server); when
+it does not, the app's answers are alone in it. Either way an answer has a ticket and a cancel
+flag, and ends in answer_finished or answer_failed.
+
+What crosses between the threads, and why each is needed:
+
+- Queued signals, both ways: requests to the worker (`*_requested`, run in the order asked), and
+  what happened, back to the GUI thread (the worker's signals). Only the engine thread touches the Engine.
+- The FairQueue: orders the jobs that compete for the engine (the app's answers, the server's
+  requests), counts who waits and refuses server clients past the limit. Its bookkeeping holds a
+  lock for a moment; it never waits for a job.
+- threading.Event flags, set by the GUI thread and read by the engine between steps: a queued
+  "stop" slot could not run while the worker is busy in the loop it should stop. One per answer
+  (its ticket's cancel: stopped within one decode step, or skipped while it waits), per load
+  (within one tensor), per starter assembly (within one chunk), per token count (a newer one
+  supersedes it), and the worker's `closing` (shutdown: requests still queued are skipped).
+
+The local server adds two of its own: its clients' events reach asyncio by
+loop.call_soon_threadsafe (engine.serving.generation), and the queue's and the request log's
+listeners, called on whichever thread changed them, only emit signals (app.bridge.local_server).
 """
 
 from __future__ import annotations
@@ -18,14 +35,16 @@ import logging
 import threading
 import weakref
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from engine import DoneEvent, RoundEvent, TokenEvent
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
-from engine.errors import ContextFullError, EngineError, IncompatibleDraftError, OperationCancelled
+from engine.errors import ContextFullError, IncompatibleDraftError, OperationCancelled, user_message
 from engine.paths import history_dir as default_history_dir
+from engine.serving.fair_queue import FairQueue, Ticket
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +69,16 @@ def _alive(obj) -> bool:
         return True
 
 
+class RequestPurpose(str, Enum):
+    """Why an answer is asked. A str Enum, so it compares (and prints) as its value."""
+
+    ANSWER = "answer"  # the user's: shown and stored
+    COMPARE = "compare"  # a plain-decoding rerun of a stored answer, to measure its speed-up
+
+
 @dataclass
 class AnswerRequest:
-    """One answer to produce. purpose is "answer" (shown and stored) or "compare" (plain rerun).
+    """One answer to produce.
 
     remember: the conversation's id, to add the question and its finished answer to the history
     index (None: not the user's history, e.g. a comparison rerun, or history drafting is off).
@@ -62,9 +88,9 @@ class AnswerRequest:
     messages: list[ChatMessage]
     sampling: SamplingParams
     spec: SpecParams
-    purpose: str = "answer"
+    purpose: RequestPurpose = RequestPurpose.ANSWER
     cancel: threading.Event = field(default_factory=threading.Event)
-    ticket: object = None  # its place in the local server's queue, while the server runs
+    ticket: Ticket | None = None  # its place in the engine thread's line
     remember: int | None = None
 
 
@@ -75,6 +101,7 @@ class CountRequest:
     id: int
     messages: list[ChatMessage]
     max_tokens: int  # the answer's token limit: with the context size, how much room it keeps
+    superseded: threading.Event = field(default_factory=threading.Event)  # set: a newer count was asked
 
 
 @dataclass(frozen=True)
@@ -88,15 +115,6 @@ class TokenCount:
     n_dropped: int = 0  # the oldest messages sending would drop to fit
     too_long: str = ""  # the last message does not fit even alone: why
     error: str = ""
-
-
-def describe(error: BaseException) -> str:
-    """A readable message for any exception, with the engine's hint when it has one."""
-    if isinstance(error, EngineError):
-        return error.user_message()
-    if isinstance(error, MemoryError):
-        return "Out of memory.\nTry a smaller model, a smaller context, or fewer GPU layers."
-    return f"Unexpected error: {type(error).__name__}: {error}\nThe app keeps working; try again."
 
 
 class EngineWorker(QObject):
@@ -127,8 +145,6 @@ class EngineWorker(QObject):
         self.history_dir = history_dir
         # Set by EngineHost.shutdown (any thread): requests still queued are skipped.
         self.closing = threading.Event()
-        # The newest CountRequest's id, set from the GUI thread: older ones still queued are skipped.
-        self.count_wanted = 0
 
     @Slot(object, object, object)
     def load(self, target: ModelSpec | None, draft: ModelSpec | None, cancel: threading.Event) -> None:
@@ -143,7 +159,7 @@ class EngineWorker(QObject):
                 self.engine = Engine(target, draft, progress=progress, cancel=cancel, history_dir=self.history_dir)
             except IncompatibleDraftError as e:
                 # Keep working with the target alone, and say why the draft was left out.
-                self.draft_refused.emit(e.user_message())
+                self.draft_refused.emit(user_message(e))
                 self.engine = Engine(target, None, progress=progress, cancel=cancel, history_dir=self.history_dir)
             self.loaded.emit(self.engine.info)
         except OperationCancelled:
@@ -153,7 +169,7 @@ class EngineWorker(QObject):
         except Exception as e:  # noqa: BLE001 - every failure becomes a message, never a dead thread
             log.exception("loading failed")
             self.engine = None
-            self.load_failed.emit(describe(e))
+            self.load_failed.emit(user_message(e))
 
     @Slot(object)
     def set_chat_template(self, override: str | None) -> None:
@@ -190,7 +206,7 @@ class EngineWorker(QObject):
                     done = event
         except Exception as e:  # noqa: BLE001 - llama-cpp-python raises RuntimeError; keep the thread alive
             log.exception("answer failed")
-            self.answer_failed.emit(request.id, describe(e))
+            self.answer_failed.emit(request.id, user_message(e))
             return
         if done is None:  # the engine promises a DoneEvent; say so rather than hang the GUI
             self.answer_failed.emit(request.id, "The engine ended the answer without a result. Try again.")
@@ -200,7 +216,7 @@ class EngineWorker(QObject):
     @Slot(object)
     def count_tokens(self, request: CountRequest) -> None:
         """Exact prompt tokens (the model's tokenizer and chat template), and what sending would drop to fit."""
-        if self.closing.is_set() or request.id != self.count_wanted:
+        if self.closing.is_set() or request.superseded.is_set():
             return
         if self.engine is None:
             self.tokens_counted.emit(TokenCount(request.id))
@@ -214,10 +230,10 @@ class EngineWorker(QObject):
                 try:
                     dropped = engine.fit_conversation(request.messages, request.max_tokens)[1]
                 except ContextFullError as e:
-                    too_long = e.user_message()
+                    too_long = user_message(e)
         except Exception as e:  # noqa: BLE001 - a failed count must not end the thread
             log.exception("counting tokens failed")
-            self.tokens_counted.emit(TokenCount(request.id, error=describe(e)))
+            self.tokens_counted.emit(TokenCount(request.id, error=user_message(e)))
             return
         self.tokens_counted.emit(TokenCount(request.id, n_tokens, n_ctx, room, dropped, too_long))
 
@@ -244,8 +260,8 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def run_job(self, job) -> None:
-        """Run job() here, on the engine thread: the local server's requests, in their turn (the
-        FairQueue that dispatched it decides what runs; a job reads self.engine itself)."""
+        """Run job() here, on the engine thread: EngineHost.dispatch's, such as the turns the line
+        hands out (an answer of the app's, a request of the local server's); a job reads self.engine itself."""
         job()
 
     @Slot(object)
@@ -262,7 +278,7 @@ class EngineWorker(QObject):
             self.cancelled.emit("starter")
         except Exception as e:  # noqa: BLE001
             log.exception("starter assembly failed")
-            self.starter_failed.emit(describe(e))
+            self.starter_failed.emit(user_message(e))
 
     @Slot()
     def shutdown(self) -> None:
@@ -284,7 +300,6 @@ class EngineHost(QObject):
 
     load_requested = Signal(object, object, object)
     chat_template_requested = Signal(object)
-    answer_requested = Signal(object)
     starter_requested = Signal(object)
     job_requested = Signal(object)  # a callable for the engine thread (EngineHost.dispatch)
     count_requested = Signal(object)  # CountRequest
@@ -300,10 +315,11 @@ class EngineHost(QObject):
         # The cancel flags of the newest load and starter assembly (set: stop it).
         self.load_cancel = threading.Event()
         self.starter_cancel = threading.Event()
+        self._count_superseded = threading.Event()  # the newest CountRequest's
         self.stuck = False  # shutdown gave up waiting: native code may still run on the thread
-        # While the local server runs: the one line (engine.serving's FairQueue) that answers and
-        # server requests wait in, first come first served. None: answers go straight to the worker.
-        self.queue = None
+        # The engine thread's line: every answer waits its turn here, and the local server's
+        # requests too while it runs (first come, first served).
+        self.queue = FairQueue(self.dispatch)
         self.thread = QThread()
         self.thread.setObjectName("specula-engine")
         self.worker = EngineWorker(history_dir if history_dir is not None else default_history_dir())
@@ -311,7 +327,6 @@ class EngineHost(QObject):
         queued = Qt.ConnectionType.QueuedConnection
         self.load_requested.connect(self.worker.load, queued)
         self.chat_template_requested.connect(self.worker.set_chat_template, queued)
-        self.answer_requested.connect(self.worker.answer, queued)
         self.starter_requested.connect(self.worker.assemble_starter, queued)
         self.job_requested.connect(self.worker.run_job, queued)
         self.count_requested.connect(self.worker.count_tokens, queued)
@@ -341,28 +356,32 @@ class EngineHost(QObject):
         messages: list[ChatMessage],
         sampling: SamplingParams,
         spec: SpecParams,
-        purpose: str = "answer",
+        purpose: RequestPurpose = RequestPurpose.ANSWER,
         remember: int | None = None,
     ) -> AnswerRequest:
-        """remember: the conversation's id, to add this answer to the history index (None: not added)."""
-        request = AnswerRequest(next(self._ids), list(messages), sampling, spec, purpose, remember=remember)
+        """Put an answer in the engine thread's line; it ends in worker.answer_finished or answer_failed.
+
+        It is never refused, and waits behind the local server's requests that came first. Stopping
+        it while it waits makes its turn end at once (the engine sees the cancel flag), so its end
+        arrives as usual. remember: the conversation's id, to add this answer to the history index
+        (None: not added).
+        """
+        request = AnswerRequest(
+            next(self._ids), list(messages), sampling, spec, RequestPurpose(purpose), remember=remember
+        )
         self._pending[request.id] = request
-        if self.queue is not None:
-            # In line with the server's clients; never refused. Stopping it while it waits makes
-            # its turn end at once (the engine sees the cancel flag), so its end arrives as usual.
-            request.ticket = self.queue.submit(
-                "app", lambda _ticket: self.worker.answer(request), limited=False, cancel=request.cancel
-            )
-        else:
-            self.answer_requested.emit(request)
+        request.ticket = self.queue.submit(
+            "app", lambda _ticket: self.worker.answer(request), limited=False, cancel=request.cancel
+        )
         return request
 
     def count_tokens(self, messages: list[ChatMessage], max_tokens: int) -> int:
         """Ask for the conversation's prompt tokens; the answer comes as worker.tokens_counted with this id.
         Only the newest request is answered: one asked while the engine is busy waits for it, and replaces
         those still waiting."""
-        request = CountRequest(next(self._count_ids), list(messages), max_tokens)
-        self.worker.count_wanted = request.id
+        self._count_superseded.set()
+        self._count_superseded = threading.Event()
+        request = CountRequest(next(self._count_ids), list(messages), max_tokens, self._count_superseded)
         self.count_requested.emit(request)
         return request.id
 

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 from app.bridge.hub_tasks import BackgroundTasks
 from app.dialogs.downloader import DownloaderDialog
 from app.ui.tables import add_row, human_size, make_table, selected_row
-from engine.errors import EngineError
+from engine.errors import EngineError, user_message
 from engine.models.library import ModelEntry, ModelLibrary
 
 COLUMNS = ["Name", "Parameters", "Quantization", "Size", "Context", "Architecture", "Vocabulary", "Source"]
@@ -117,7 +117,7 @@ class LibraryView(QWidget):
         try:
             self.library.remove(entry)
         except EngineError as e:
-            QMessageBox.warning(self, "Cannot remove", e.user_message())
+            QMessageBox.warning(self, "Cannot remove", user_message(e))
             return
         except OSError as e:
             QMessageBox.warning(self, "Cannot remove", f"Could not delete {entry.path}: {e.strerror or e}")

@@ -44,7 +44,7 @@ from app.dialogs.chat_format_settings import ChatFormatControls
 from app.dialogs.downloads import download_button
 from app.ui import theme
 from engine.config import GPU_LAYERS_ALL, GPU_LAYERS_AUTO, DrafterMode
-from engine.errors import EngineError
+from engine.errors import EngineError, user_message
 from engine.llama import backends, cpu_weights
 from engine.models.library import DraftChoices
 from engine.paths import history_dir as default_history_dir
@@ -89,7 +89,7 @@ def read_choices(library, target_path: str, draft_path: str) -> ModelChoices:
             library.add_file(target_path)
             entries = library.scan()
         except EngineError as e:
-            target_problem = e.user_message()
+            target_problem = user_message(e)
             log.info("target not added to the library: %s", e)
     draft_problem = None
     if draft_path and Path(draft_path).is_file() and not any(str(e.path) == draft_path for e in entries):
@@ -97,7 +97,7 @@ def read_choices(library, target_path: str, draft_path: str) -> ModelChoices:
             library.add_file(draft_path)
             entries = library.scan()
         except EngineError as e:
-            draft_problem = e.user_message()
+            draft_problem = user_message(e)
     target = next((e for e in entries if str(e.path) == target_path), None)
     drafts = library.draft_choices(target) if target is not None else None
     if (
@@ -670,7 +670,7 @@ class SettingsDialog(QDialog):
                 return False
             self.library.add_file(path)
         except EngineError as e:
-            self._say(self.draft_note, e.user_message())
+            self._say(self.draft_note, user_message(e))
             return False
         except OSError as e:
             self._say(self.draft_note, f"{Path(path).name} cannot be read: {e.strerror or e}")

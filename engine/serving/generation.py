@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine import ChatMessage, DoneEvent, EngineError, FinishReason, SamplingParams, SpecParams, TokenEvent
+from engine import ChatMessage, DoneEvent, FinishReason, SamplingParams, SpecParams, TokenEvent
+from engine.errors import user_message
 from engine.serving.fair_queue import FairQueue, Ticket
 from engine.serving.request_log import RequestLog, RequestRecord
 
@@ -135,7 +136,7 @@ class EngineService:
                     bridge.put(event)
         except Exception as e:  # noqa: BLE001 - llama-cpp-python raises RuntimeError; the server keeps serving
             log.exception("generation failed")
-            error = e.user_message() if isinstance(e, EngineError) else f"{type(e).__name__}: {e}"
+            error = user_message(e)
             finish, status = "error", None if record.stream else 500
             bridge.put(Failed(error))
         finally:

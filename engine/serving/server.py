@@ -1,18 +1,21 @@
 """The server on a thread of its own: uvicorn serving the app on a socket bound here.
 
-Binding the socket here (not in uvicorn) gives port 0 a real port to report before the first
-request, and keeps the server's start and stop in its owner's hands: `python -m engine serve`,
-the app's "Local server" switch, the tests and the load script all start and stop it alike.
+Every owner assembles it the same way, LocalServer(engine, queue, config, model): the request
+log, the service over the engine thread's line, and the API with what served_model derives from
+the model. `python -m engine serve` (serve_engine, over an EngineThread of its own), the app's
+"Local server" switch (over the app's engine thread), the tests and the load script differ only
+in the engine thread they pass. Binding the socket here (not in uvicorn) gives port 0 a real port
+to report before the first request, and keeps start and stop in the owner's hands.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,8 +26,8 @@ from engine.serving.app import Api, build_app
 from engine.serving.config import ServerConfig
 from engine.serving.fair_queue import EngineThread, FairQueue
 from engine.serving.generation import EngineService
-from engine.serving.openai_api import Defaults
 from engine.serving.request_log import RequestLog
+from engine.serving.served_model import ServedModel, serving_terms
 
 if TYPE_CHECKING:  # the name only: importing Engine loads llama.cpp
     from engine import Engine
@@ -35,36 +38,27 @@ START_TIMEOUT_S = 10.0
 GRACEFUL_STOP_S = 2  # open streams get this long to end after their answers were cancelled
 
 
-def model_names(path: str, target_name: str, model_id: str = "") -> tuple[str, ...]:
-    """The names a request may use for the loaded model; the first is the id /v1/models lists:
-    model_id if set, else the file's name without .gguf; the file name and the model's own name also do."""
-    file_name = os.path.basename(path)
-    stem = file_name[: -len(".gguf")] if file_name.lower().endswith(".gguf") else file_name
-    names = [model_id or stem, stem, file_name, target_name]
-    return tuple(dict.fromkeys(n for n in names if n))
-
-
-def model_card(path: str, names: tuple[str, ...], info) -> dict:
-    """/v1/models' entry for the loaded model; info: its EngineInfo."""
-    try:
-        created = int(os.path.getmtime(path))
-    except OSError:
-        created = 0
-    return {
-        "id": names[0],
-        "object": "model",
-        "created": created,
-        "owned_by": "specula",
-        "meta": {"name": info.target_name, "draft": info.draft_name, "n_ctx": info.n_ctx, "backend": info.backend},
-    }
-
-
 class LocalServer:
-    """uvicorn on its own thread and event loop; start() returns once it accepts connections."""
+    """One engine served over HTTP: the one assembly for `python -m engine serve` and the app.
 
-    def __init__(self, service: EngineService, config: ServerConfig, defaults: Defaults, card: dict | None):
-        self.service, self.config = service, config
-        self.api = Api(service, config, defaults, card)
+    uvicorn runs on its own thread and event loop; each request becomes a job in the engine
+    thread's line, recorded in the request log. start() returns once it accepts connections.
+    """
+
+    def __init__(
+        self,
+        engine: Callable[[], Engine | None],
+        queue: FairQueue,
+        config: ServerConfig,
+        model: ServedModel | None,
+    ):
+        """engine: the engine to use, read when a job runs on its thread (None: no model loaded).
+        queue: that thread's line; its owner's own jobs may wait in it too (the app's answers, which
+        are never refused), so its waiting limit becomes config's. model: what is loaded, or None."""
+        queue.limit = config.queue_limit
+        self.service = EngineService(engine, queue, RequestLog(config.log_size))
+        self.config = config
+        self.api = Api(self.service, config, *serving_terms(config, model))
         self._app = build_app(self.api)
         self._uvicorn: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -72,9 +66,13 @@ class LocalServer:
         self.port = 0
         self.error: BaseException | None = None
 
-    def set_model(self, defaults: Defaults, card: dict | None) -> None:
-        """Another model was loaded (or none: card None): requests from now on name and use it."""
-        self.api.defaults, self.api.model_card = defaults, card
+    @property
+    def log(self) -> RequestLog:
+        return self.service.log
+
+    def set_model(self, model: ServedModel | None) -> None:
+        """Another model was loaded, other defaults chosen, or none is loaded: requests from now on follow."""
+        self.api.defaults, self.api.model_card = serving_terms(self.config, model)
 
     @property
     def base_url(self) -> str:
@@ -160,21 +158,27 @@ def _is_address(host: str) -> bool:
 
 @dataclass
 class HeadlessServer:
-    """An Engine served on its own: the engine's thread, the queue, the log, the HTTP server."""
+    """An Engine served on its own: the engine's thread and the server over it."""
 
     engine: Engine
     server: LocalServer
-    service: EngineService
     engine_thread: EngineThread
-    model_id: str
 
     @property
     def url(self) -> str:
         return self.server.base_url
 
     @property
+    def service(self) -> EngineService:
+        return self.server.service
+
+    @property
     def log(self) -> RequestLog:
-        return self.service.log
+        return self.server.log
+
+    @property
+    def model_id(self) -> str:
+        return self.server.api.defaults.model_names[0]
 
     def close(self) -> bool:
         """Stop serving and end the engine's thread (the Engine itself stays the caller's to close)."""
@@ -188,24 +192,16 @@ def serve_engine(
     sampling: SamplingParams | None = None,
     spec: SpecParams | None = None,
 ) -> HeadlessServer:
-    """Serve a loaded engine; from now on only the engine's new thread may use it. Raises OSError."""
-    path, info = engine.target.spec.path, engine.info
-    names = model_names(path, info.target_name, config.model_id)
-    defaults = Defaults(
-        sampling=sampling or SamplingParams(max_tokens=config.max_tokens_limit),
-        spec=spec or SpecParams(),
-        max_tokens_limit=config.max_tokens_limit,
-        has_draft=engine.draft is not None,
-        model_names=names,
-    )
+    """Serve a loaded engine; from now on only the engine's new thread may use it. Raises OSError.
+
+    sampling, spec: how requests are answered unless they say otherwise (see ServedModel).
+    """
     engine_thread = EngineThread()
-    service = EngineService(
-        lambda: engine, FairQueue(engine_thread.dispatch, config.queue_limit), RequestLog(config.log_size)
-    )
-    server = LocalServer(service, config, defaults, model_card(path, names, info))
+    model = ServedModel(engine.target.spec.path, engine.info, sampling, spec)
+    server = LocalServer(lambda: engine, FairQueue(engine_thread.dispatch), config, model)
     try:
         server.start()
     except BaseException:
         engine_thread.close()
         raise
-    return HeadlessServer(engine, server, service, engine_thread, names[0])
+    return HeadlessServer(engine, server, engine_thread)

@@ -89,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         if last:
             spin(lambda: window.answers.active is None or len(window.answers.active.tokens) >= args.at_tokens)
         else:
-            spin(lambda: not window.busy)
+            spin(lambda: not window.session.busy)
             if args.details and i == 0:
-                widget = window.chat_view.message_widget(window.messages[-1].id)
+                widget = window.chat_view.message_widget(window.session.messages[-1].id)
                 widget.footer.details_button.setChecked(True)
     for _ in range(10):
         app.processEvents()
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     window.grab().save(args.out)
     print(f"saved {args.out}")
     if args.final:
-        spin(lambda: not window.busy)
+        spin(lambda: not window.session.busy)
         for _ in range(10):
             app.processEvents()
         window.grab().save(args.final)

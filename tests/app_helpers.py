@@ -71,13 +71,13 @@ def ask(qtbot, window, text: str, wait: bool = True):
     qtbot.keyClick(window.composer.input, Qt.Key.Key_Return)
     if wait:
         wait_answer(qtbot, window)
-    return window.messages[-1]
+    return window.session.messages[-1]
 
 
 def wait_answer(qtbot, window) -> None:
-    qtbot.waitUntil(lambda: not window.busy, timeout=ANSWER_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not window.session.busy, timeout=ANSWER_TIMEOUT_MS)
 
 
 def wait_comparison(qtbot, window) -> None:
-    """Until a compare-with-plain rerun ends (it runs beside the chat: window.busy stays False)."""
+    """Until a compare-with-plain rerun ends (it runs beside the chat: window.session.busy stays False)."""
     qtbot.waitUntil(lambda: window.answers.comparing is None, timeout=ANSWER_TIMEOUT_MS)

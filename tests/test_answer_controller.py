@@ -1,65 +1,25 @@
 """The answer lifecycle without a model: the sequences that are hard to reach end to end.
 
-The engine's side is a fake EngineHost (a seam we own): it records the requests the controller
-sends and lets the test emit the real EngineWorker's signals in any order, as the engine thread
-would deliver them. The store, the recorder, the load guard and both controllers are the real ones;
+The engine's side is a fake EngineHost (tests/fake_host.py, a seam we own): it records the
+requests the controller sends and lets the test emit the real EngineWorker's signals in any order,
+as the engine thread would deliver them. The store, the recorder, the load guard and both controllers are the real ones;
 the assertions are on what the window would be told and what the store keeps.
 """
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from PySide6.QtCore import QObject
 
 from app.bridge.answer_controller import AnswerController
 from app.bridge.model_controller import EngineState, ModelController
-from app.bridge.worker import AnswerRequest, EngineWorker
 from app.core.load_guard import LoadGuard
 from app.core.settings import ModelSettings, Settings
 from app.core.store import Store, Token
-from engine import AnswerStats, DoneEvent, FinishReason
+from engine import FinishReason
 from engine.config import ChatMessage, DrafterMode
+from tests.fake_host import FakeEngineHost
 
 TARGET = "/models/target.gguf"  # never read: nothing is loaded
-
-
-class FakeEngineHost(QObject):
-    """EngineHost's GUI-side surface. Its worker is a real EngineWorker that never runs: the
-    test emits its signals (same names, same arguments), delivered directly on this thread."""
-
-    def __init__(self):
-        super().__init__()
-        self.worker = EngineWorker()
-        self.requests: list[AnswerRequest] = []
-        self.stopped: list[int | None] = []
-        self.loads: list[tuple] = []
-
-    def answer(self, messages, sampling, spec, purpose="answer", remember=None) -> AnswerRequest:
-        request = AnswerRequest(
-            len(self.requests) + 1, list(messages), sampling, spec, purpose, threading.Event(), remember=remember
-        )
-        self.requests.append(request)
-        return request
-
-    def stop(self, request_id: int | None = None) -> None:
-        self.stopped.append(request_id)
-        for request in self.requests:
-            if request_id is None or request.id == request_id:
-                request.cancel.set()
-
-    def load(self, target, draft, chat_template=None) -> None:
-        self.loads.append((target, draft, chat_template))
-
-    # What the engine thread would send back.
-    def tokens(self, request: AnswerRequest, *texts: str, reasoning: bool = False) -> None:
-        for text in texts:
-            self.worker.token_received.emit(request.id, text, "target", 0, reasoning)
-
-    def done(self, request: AnswerRequest, text: str, reason=FinishReason.STOP, gen_s: float = 1.0, error=None):
-        stats = AnswerStats(n_tokens=max(len(text.split()), 1), gen_s=gen_s)
-        self.worker.answer_finished.emit(request.id, DoneEvent(reason, stats, text, error))
 
 
 class Seen:

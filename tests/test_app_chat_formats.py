@@ -17,8 +17,8 @@ def notices_about_base_models(window) -> list[str]:
 def test_a_base_model_gets_its_familys_format_and_a_notice_once(qtbot, make_window, gemma3_path):
     window = make_window(gemma_settings(gemma3_path))
     assert window.models.state == EngineState.READY
-    qtbot.waitUntil(lambda: window.chat_format is not None, timeout=10_000)
-    assert window.chat_format.source == "family" and window.chat_format.base_model
+    qtbot.waitUntil(lambda: window.model_status.chat_format is not None, timeout=10_000)
+    assert window.model_status.chat_format.source == "family" and window.model_status.chat_format.base_model
     qtbot.waitUntil(lambda: bool(notices_about_base_models(window)), timeout=5_000)
     (text,) = notices_about_base_models(window)
     assert "Gemma" in text
@@ -26,18 +26,18 @@ def test_a_base_model_gets_its_familys_format_and_a_notice_once(qtbot, make_wind
     window.close()
     # The next start (settings read back from the data folder) says nothing more.
     again = make_window(None)
-    qtbot.waitUntil(lambda: again.chat_format is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: again.model_status.chat_format is not None, timeout=10_000)
     qtbot.wait(200)
     assert notices_about_base_models(again) == []
 
 
 def test_a_format_chosen_in_settings_is_used_and_remembered_for_that_file(qtbot, make_window, gemma3_path):
     window = make_window(gemma_settings(gemma3_path))
-    qtbot.waitUntil(lambda: window.chat_format is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: window.model_status.chat_format is not None, timeout=10_000)
     new = gemma_settings(gemma3_path, chat_templates={gemma3_path: "chatml"})
     window.apply_settings(new)
-    qtbot.waitUntil(lambda: window.chat_format.source == "override", timeout=10_000)
-    assert "ChatML" in window.chat_format.description
+    qtbot.waitUntil(lambda: window.model_status.chat_format.source == "override", timeout=10_000)
+    assert "ChatML" in window.model_status.chat_format.description
     assert window.models.state == EngineState.READY, "a format change does not reload the model"
     assert Settings.load(window.settings_path).chat_templates == {gemma3_path: "chatml"}
 
@@ -49,18 +49,18 @@ def seed_thought(window) -> int:
     store.add_message(conv.id, "user", "What is 2+2? Think first.")
     answer = store.add_message(conv.id, "assistant", "The answer is 4.")
     store.finish_message(answer.id, "The answer is 4.", "stop", None, reasoning="I add 2 and 2, which makes 4.")
-    window.open_conversation(conv.id)
+    window.session.open_conversation(conv.id)
     return conv.id
 
 
 def test_thinking_streams_open_then_collapses_when_the_answer_starts(qtbot, make_window, smollm2_path):
     window = make_window(smol_settings(smollm2_path, drafter_mode="lookup"))
     seed_thought(window)
-    assert window.chat_view.message_widget(window.messages[1].id).thinking.collapsed
+    assert window.chat_view.message_widget(window.session.messages[1].id).thinking.collapsed
     seen = []  # (thinking?, section open?) as each token arrives
 
     def record(_rid, _text, _source, _round, reasoning):
-        widget = window.chat_view.message_widget(window.messages[-1].id)
+        widget = window.chat_view.message_widget(window.session.messages[-1].id)
         seen.append((reasoning, not widget.thinking.collapsed, widget.thinking.isVisible()))
 
     window.host.worker.token_received.connect(record)

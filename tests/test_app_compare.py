@@ -18,15 +18,15 @@ METHOD = (
 def test_a_comparison_that_ends_in_another_conversation_is_kept(qtbot, make_window, smollm2_path):
     window = make_window(smol_settings(smollm2_path, max_tokens=48))
     answer = ask(qtbot, window, "List the first ten prime numbers.")
-    first = window.conversation.id
+    first = window.session.conversation.id
     window.chat_view.message_widget(answer.id).footer.compare_button.click()
     assert window.answers.comparing is not None
-    window.new_conversation()  # away while the plain rerun runs
+    window.session.new_conversation()  # away while the plain rerun runs
     wait_comparison(qtbot, window)
 
     comparison = window.store.message(answer.id).comparison
     assert comparison is not None and comparison["measured_speedup"] > 0 and comparison["plain_tps"] > 0
-    window.open_conversation(first)
+    window.session.open_conversation(first)
     label = window.chat_view.message_widget(answer.id).footer.comparison_label
     qtbot.waitUntil(label.isVisible)  # shown once the rebuilt chat is laid out
     assert f"Measured against plain decoding: <b>{comparison['measured_speedup']:.2f}×</b>" in label.text()
@@ -59,7 +59,7 @@ def test_compare_runs_beside_the_chat_and_shows_the_plain_text_side_by_side(qtbo
     widget = window.chat_view.message_widget(answer.id)
     widget.footer.compare_button.click()
     # The chat is not blocked: the composer offers Send, and the comparison says how to stop it.
-    assert window.answers.comparing is not None and not window.busy
+    assert window.answers.comparing is not None and not window.session.busy
     assert window.composer.button.text() == "Send" and "go on chatting" in widget.footer.comparison_label.text()
     wait_comparison(qtbot, window)
     comparison = window.store.message(answer.id).comparison
@@ -85,5 +85,5 @@ def test_compare_runs_beside_the_chat_and_shows_the_plain_text_side_by_side(qtbo
     assert window.answers.comparing is None and window.answers.active is not None
     assert "Comparison stopped" in window.status.currentMessage()
     wait_answer(qtbot, window)
-    assert window.messages[-1].role == "assistant" and window.messages[-1].complete
+    assert window.session.messages[-1].role == "assistant" and window.session.messages[-1].complete
     assert window.store.message(answer.id).comparison == comparison  # the earlier measurement is kept

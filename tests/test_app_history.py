@@ -75,23 +75,23 @@ def test_erase_asks_first_then_deletes_every_vocabulary_s_index(qtbot, isolated_
 
 def test_an_answer_is_remembered_and_deleting_its_chat_forgets_it(qtbot, make_window, smollm2_path, isolated_home):
     window = make_window(smol_settings(smollm2_path, max_tokens=8))
-    window.colours_button.setChecked(True)
-    assert "history" in window.legend.text()  # beside the draft model and prompt lookup
+    window.header.colours_button.setChecked(True)
+    assert "history" in window.header.legend.text()  # beside the draft model and prompt lookup
     ask(qtbot, window, "Name a colour.")
-    conversation = window.conversation.id
+    conversation = window.session.conversation.id
     (folder,) = vocabulary_folders(isolated_home / "history")
     assert held(folder) == {conversation}
     index = window.host.worker.engine.history
     assert index.conversations() == {conversation} and index.n_tokens > 8
 
     with qtbot.waitSignal(window.host.worker.history_forgotten, timeout=30_000) as forgotten:
-        window.delete_conversation(conversation)
+        window.session.delete_conversation(conversation)
     assert forgotten.args == [conversation]
     assert held(folder) == set() and index.conversations() == set()
 
     # Off: answers are no longer added.
     window.settings.history_drafting = False
-    window.new_conversation()
+    window.session.new_conversation()
     ask(qtbot, window, "Name a fruit.")
     assert held(folder) == set() and index.n_tokens == 0
 

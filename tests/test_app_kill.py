@@ -35,7 +35,7 @@ settings = Settings(target=ModelSettings(model), draft=ModelSettings(model), con
 window = MainWindow(Store(), settings, library=ModelLibrary(scan_external=False))
 window.show()
 def ask():
-    if window.models.state == EngineState.READY and not window.messages:
+    if window.models.state == EngineState.READY and not window.session.messages:
         window.send_message("Count from 1 to 1000, one number per line.")
 timer = QTimer()
 timer.timeout.connect(ask)

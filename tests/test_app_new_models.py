@@ -36,7 +36,7 @@ def test_mtp_tokens_are_coloured_and_explained(qtbot, make_window, echo_model):
     sources = [t.source for t in answer.tokens]
     assert sources.count("mtp") == answer.stats.n_accepted > 10
     qtbot.keyClick(window.composer.input, Qt.Key.Key_T, Qt.KeyboardModifier.ControlModifier)
-    assert "MTP head" in window.legend.text()
+    assert "MTP head" in window.header.legend.text()
     widget = window.chat_view.message_widget(answer.id)
     tip = widget.token_tooltip(sources.index("mtp"))
     assert tip.startswith("<b>MTP head</b>") and "MTP head drafted" in tip

@@ -62,11 +62,11 @@ def test_the_apps_answer_waits_its_turn_behind_a_server_request(qtbot, make_wind
 
     ask(qtbot, window, "What is two plus two?", wait=False)
     qtbot.waitUntil(lambda: "Your answer waits its turn" in status.text(), timeout=10_000)
-    assert window.busy  # it counts as running for the window: Stop would cancel it while it waits
+    assert window.session.busy  # it counts as running for the window: Stop would cancel it while it waits
 
     stream.close()  # the client leaves: its generation stops, and the app's answer runs
     wait_answer(qtbot, window)
-    assert window.messages[-1].role == "assistant" and window.messages[-1].content
+    assert window.session.messages[-1].role == "assistant" and window.session.messages[-1].content
     assert "waits its turn" not in status.text()
     record = next(r for r in window.server.log.records() if r.path == "/v1/completions")
     assert record.finish == "cancelled" and record.n_tokens < 1024

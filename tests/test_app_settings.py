@@ -109,7 +109,7 @@ def test_every_control_has_a_tooltip(qtbot, library):
 
 def test_settings_survive_a_restart(qtbot, make_window, smollm2_path, isolated_home):
     window = make_window(smol_settings(smollm2_path))
-    dialog = SettingsDialog(window.settings, window.library)
+    dialog = SettingsDialog(window.settings, window.models.library)
     qtbot.addWidget(dialog)
     dialog.temperature.setValue(0.35)
     dialog.top_p.setValue(0.8)
@@ -143,11 +143,11 @@ def test_choosing_a_model_from_the_library_reads_no_header_on_the_gui_thread(
     qtbot, make_window, smollm2_path, qwen_paths, monkeypatch
 ):
     window = make_window(smol_settings(smollm2_path))
-    folder = window.library.models_dir
+    folder = window.models.library.models_dir
     folder.mkdir(parents=True, exist_ok=True)
     for path in qwen_paths:
         (folder / Path(path).name).symlink_to(path)
-    entries = {e.path.name: e for e in window.library.scan()}
+    entries = {e.path.name: e for e in window.models.library.scan()}
     target, draft = (entries[Path(p).name] for p in qwen_paths)
     on_gui = []
     real = engine.models.library.read_header
@@ -158,7 +158,7 @@ def test_choosing_a_model_from_the_library_reads_no_header_on_the_gui_thread(
     )
     engine.models.library._vocab.cache_clear()
 
-    window.use_model(target)  # as a double-click in the model library does
+    window.models.use_model(target)  # as a double-click in the model library does
     qtbot.waitUntil(lambda: window.settings.target.path == str(target.path), timeout=30_000)
     assert window.settings.draft.path == str(draft.path)  # the compatible draft was found...
     assert on_gui and not any(on_gui)  # ...from vocabularies read on a pool thread

@@ -22,16 +22,16 @@ def test_enter_streams_tokens_then_the_footer_shows_statistics_and_the_chart_has
     assert "SmolLM2 135M" in window.status.models.text() and "CPU" in window.status.backend.text()
     seen_streaming = []
     window.host.worker.token_received.connect(
-        lambda *_: seen_streaming.append(window.busy and window.answers.active is not None)
+        lambda *_: seen_streaming.append(window.session.busy and window.answers.active is not None)
     )
     message = ask(qtbot, window, LONG, wait=False)
-    widget = window.chat_view.message_widget(window.messages[-1].id)
+    widget = window.chat_view.message_widget(window.session.messages[-1].id)
     # Tokens reach the screen while the answer is still being written.
-    qtbot.waitUntil(lambda: len(widget.body.tokens) >= 3 and window.busy, timeout=60_000)
+    qtbot.waitUntil(lambda: len(widget.body.tokens) >= 3 and window.session.busy, timeout=60_000)
     assert widget.streaming and widget.body.text
     wait_answer(qtbot, window)
     assert any(seen_streaming)
-    message = window.messages[-1]
+    message = window.session.messages[-1]
     assert message.role == "assistant" and message.complete and message.finish_reason in ("stop", "length")
     assert window.chat_view.frames_drawn >= 1
     texts = " ".join(widget.footer.figure_texts())
@@ -62,7 +62,7 @@ def test_stop_mid_answer_with_esc_then_ask_again(qtbot, make_window, smollm2_pat
     qtbot.waitUntil(window.isActiveWindow, timeout=5_000)
     qtbot.keyClick(window.composer.input, Qt.Key.Key_Escape)
     wait_answer(qtbot, window)
-    stopped = window.messages[-1]
+    stopped = window.session.messages[-1]
     assert stopped.finish_reason == "cancelled"
     assert 8 <= stopped.stats.n_tokens < 500
     widget = window.chat_view.message_widget(stopped.id)
@@ -70,7 +70,7 @@ def test_stop_mid_answer_with_esc_then_ask_again(qtbot, make_window, smollm2_pat
     assert window.composer.button.text() == "Send"
     again = ask(qtbot, window, "Say hello.")
     assert again.finish_reason in ("stop", "length") and again.content
-    assert len(window.store.messages(window.conversation.id)) == 4
+    assert len(window.store.messages(window.session.conversation.id)) == 4
 
 
 def test_stop_button_takes_effect(qtbot, make_window, smollm2_path):
@@ -82,7 +82,7 @@ def test_stop_button_takes_effect(qtbot, make_window, smollm2_path):
     assert window.composer.button.text() == "Stop"
     window.composer.button.click()
     wait_answer(qtbot, window)
-    assert window.messages[-1].finish_reason == "cancelled"
+    assert window.session.messages[-1].finish_reason == "cancelled"
 
 
 def test_regenerate_keeps_alternates_and_any_message_can_be_edited(qtbot, make_window, smollm2_path):
@@ -93,7 +93,7 @@ def test_regenerate_keeps_alternates_and_any_message_can_be_edited(qtbot, make_w
     first_figures = widget.footer.figure_texts()
     widget.regenerate_button.click()
     wait_answer(qtbot, window)
-    second = window.messages[-1]
+    second = window.session.messages[-1]
     assert second.id != first.id and second.complete and second.role == "assistant"
     assert first.id not in window.chat_view.widgets
     assert second.params["sampling"]["seed"] != first.params["sampling"]["seed"]  # a fresh seed per answer
@@ -103,21 +103,24 @@ def test_regenerate_keeps_alternates_and_any_message_can_be_edited(qtbot, make_w
     assert widget.variant_label.isVisible() and widget.variant_label.text() == "2/2"
     assert widget.previous_button.isEnabled() and not widget.next_button.isEnabled()
     widget.previous_button.click()
-    assert window.messages[-1].id == first.id and window.messages[-1].content == first.content
+    assert window.session.messages[-1].id == first.id and window.session.messages[-1].content == first.content
     back = window.chat_view.message_widget(first.id)
     assert back.variant_label.text() == "1/2" and back.footer.figure_texts() == first_figures
     assert second.id not in window.chat_view.widgets
-    assert [m.id for m in window.store.messages(window.conversation.id)] == [window.messages[0].id, first.id]
+    assert [m.id for m in window.store.messages(window.session.conversation.id)] == [
+        window.session.messages[0].id,
+        first.id,
+    ]
     # Regenerating from the first adds a third; all three survive a reopen.
     back.regenerate_button.click()
     wait_answer(qtbot, window)
-    third = window.messages[-1]
+    third = window.session.messages[-1]
     assert window.chat_view.message_widget(third.id).variant_label.text() == "3/3"
-    assert window.store.messages(window.conversation.id)[-1].variants == [first.id, second.id, third.id]
+    assert window.store.messages(window.session.conversation.id)[-1].variants == [first.id, second.id, third.id]
 
     # Any message of yours can be edited, not only the last; sending replaces what follows it.
     ask(qtbot, window, "And a fruit?")
-    user = window.messages[0]
+    user = window.session.messages[0]
     edit = window.chat_view.message_widget(user.id).edit_button
     assert edit.isVisible() and edit.isEnabled()
     edit.click()
@@ -125,7 +128,7 @@ def test_regenerate_keeps_alternates_and_any_message_can_be_edited(qtbot, make_w
     assert "replaces the 3 messages after it" in window.composer.banner_label.text()
     window.composer.input.selectAll()
     answer = ask(qtbot, window, "Name a fruit.")
-    stored = window.store.messages(window.conversation.id)
+    stored = window.store.messages(window.session.conversation.id)
     assert [m.role for m in stored] == ["user", "assistant"]
     assert stored[0].content == "Name a fruit." and stored[1].id == answer.id and answer.complete
     assert stored[1].variants == [answer.id]  # the old alternates went with the answers they belonged to
@@ -137,14 +140,14 @@ def test_close_and_reopen_brings_back_conversations_and_statistics(qtbot, make_w
     window = make_window(settings)
     answer = ask(qtbot, window, "What is 2 + 2?")
     figures = window.chat_view.message_widget(answer.id).footer.figure_texts()
-    title = window.conversation.title
+    title = window.session.conversation.title
     window.close()
 
     again = make_window(settings)
     assert [window_title for window_title in _sidebar_titles(again)] == [title]
     again.sidebar.select(again.sidebar.ids()[0])
-    assert again.conversation is not None and again.conversation.title == title
-    restored = again.messages[-1]
+    assert again.session.conversation is not None and again.session.conversation.title == title
+    restored = again.session.messages[-1]
     assert restored.content == answer.content and restored.stats.rounds == answer.stats.rounds
     widget = again.chat_view.message_widget(restored.id)
     assert widget.footer.figure_texts() == figures
@@ -160,10 +163,10 @@ def test_token_colours_legend_and_tooltips(qtbot, make_window, smollm2_path):
     window = make_window(smol_settings(smollm2_path, max_tokens=40, drafter_mode="draft", draft_length=4))
     answer = ask(qtbot, window, "List the first ten prime numbers.")
     widget = window.chat_view.message_widget(answer.id)
-    assert not window.legend.isVisible()
+    assert not window.header.legend.isVisible()
     qtbot.keyClick(window.composer.input, Qt.Key.Key_T, Qt.KeyboardModifier.ControlModifier)
-    assert window.colours_button.isChecked() and window.legend.isVisible()
-    assert "draft model" in window.legend.text() and "prompt lookup" in window.legend.text()
+    assert window.header.colours_button.isChecked() and window.header.legend.isVisible()
+    assert "draft model" in window.header.legend.text() and "prompt lookup" in window.header.legend.text()
     assert widget.body.colours
     sources = {t.source for t in answer.tokens}
     assert "draft" in sources  # the target drafting for itself is accepted
@@ -172,7 +175,7 @@ def test_token_colours_legend_and_tooltips(qtbot, make_window, smollm2_path):
     tip = widget.token_tooltip(index)
     assert "Draft model" in tip and "Round" in tip and "accepted" in tip
     assert window.settings.show_token_colours  # persisted
-    window.colours_button.setChecked(False)
+    window.header.colours_button.setChecked(False)
     assert not widget.body.colours
 
 
@@ -209,7 +212,7 @@ def test_context_full_is_a_message_in_the_chat(qtbot, make_window, smollm2_path)
     window = make_window(smol_settings(smollm2_path, context_size=256))
     window.send_message("word " * 400)
     wait_answer(qtbot, window)
-    answer = window.messages[-1]
+    answer = window.session.messages[-1]
     assert answer.finish_reason == "context" and "context" in answer.error.lower()
     widget = window.chat_view.message_widget(answer.id)
     assert widget.error_label.isVisible() and "Settings" in widget.error_label.text()
@@ -229,21 +232,21 @@ def test_sidebar_search_rename_delete_and_undo(qtbot, make_window, isolated_home
     qtbot.waitUntil(lambda: _sidebar_titles(window) == ["Soup"], timeout=3_000)
     window.sidebar.search.clear()
     qtbot.waitUntil(lambda: len(_sidebar_titles(window)) == 2, timeout=3_000)
-    window.rename_conversation(a.id, "Primes")
+    window.session.rename_conversation(a.id, "Primes")
     window.refresh_sidebar()
     assert "Primes" in _sidebar_titles(window)
-    window.delete_conversation(b.id)
+    window.session.delete_conversation(b.id)
     assert _sidebar_titles(window) == ["Primes"] and window.sidebar.undo_bar.isVisible()
     window.sidebar.undo_button.click()
     assert sorted(_sidebar_titles(window)) == ["Primes", "Soup"]
-    assert window.conversation.id == b.id
+    assert window.session.conversation.id == b.id
 
 
 def test_export_writes_markdown_and_json(qtbot, make_window, smollm2_path, tmp_path):
     window = make_window(smol_settings(smollm2_path, max_tokens=16))
     answer = ask(qtbot, window, "Say hi.")
-    window.write_export(window.conversation, "markdown", tmp_path / "c.md")
-    window.write_export(window.conversation, "json", tmp_path / "c.json")
+    window.write_export(window.session.conversation, "markdown", tmp_path / "c.md")
+    window.write_export(window.session.conversation, "json", tmp_path / "c.json")
     assert answer.content.strip()[:10] in (tmp_path / "c.md").read_text()
     data = json.loads((tmp_path / "c.json").read_text())
     assert data["messages"][1]["stats"]["n_tokens"] == answer.stats.n_tokens
@@ -358,14 +361,14 @@ def test_an_unexpected_exception_in_the_worker_is_a_message_not_a_dead_thread(qt
 def test_switching_conversations_while_an_answer_streams(qtbot, make_window, smollm2_path):
     window = make_window(smol_settings(smollm2_path, max_tokens=400))
     ask(qtbot, window, LONG, wait=False)
-    streaming_conv = window.conversation.id
+    streaming_conv = window.session.conversation.id
     qtbot.waitUntil(
         lambda: window.answers.active is not None and len(window.answers.active.tokens) >= 5, timeout=60_000
     )
-    window.new_conversation()
-    assert window.chat_view.widgets == {} and window.busy
+    window.session.new_conversation()
+    assert window.chat_view.widgets == {} and window.session.busy
     qtbot.waitUntil(lambda: len(window.answers.active.tokens) >= 15, timeout=60_000)
-    window.open_conversation(streaming_conv)
+    window.session.open_conversation(streaming_conv)
     answer_id = window.answers.active.message.id
     widget = window.chat_view.message_widget(answer_id)
     assert widget.streaming and len(widget.body.tokens) >= 15  # caught up with what streamed meanwhile
@@ -410,7 +413,7 @@ def test_a_theme_change_at_run_time_restyles_everything(qtbot, make_window, smol
         qtbot.waitUntil(lambda: chart.palette().color(QPalette.ColorRole.Window).lightness() < 128, timeout=3_000)
         assert label.palette().color(QPalette.ColorRole.WindowText) == theme.subtle(dark)
         # Switching to token colours replaces the text at once: no stale pane stays on screen.
-        window.colours_button.setChecked(True)
+        window.header.colours_button.setChecked(True)
 
         def visible():
             return [p for p in widget.body.findChildren(TextPane) if p.isVisible()]

@@ -28,18 +28,18 @@ def test_theme_and_text_size_apply_everywhere_are_saved_and_go_back(qtbot, make_
     window = make_window(wait=False)
     window.sidebar.select(conv.id)
     try:
-        window.theme_actions["dark"].trigger()
+        window.menus.themes["dark"].trigger()
         assert theme.is_dark() and app.style().name().lower() == "fusion"
-        assert window.larger_text_action.shortcut().toString() == "Ctrl+="
-        window.larger_text_action.trigger()
+        assert window.menus.larger_text.shortcut().toString() == "Ctrl+="
+        window.menus.larger_text.trigger()
         assert abs(app.font().pointSizeF() - size * 1.1) < 0.05
-        [block] = window.chat_view.message_widget(window.messages[-1].id).body.findChildren(CodeBlock)
+        [block] = window.chat_view.message_widget(window.session.messages[-1].id).body.findChildren(CodeBlock)
         assert abs(block.view.font().pointSizeF() - size * 1.1) < 0.05  # code grows with the text
         saved = json.loads(Settings.default_path().read_text(encoding="utf-8"))
         assert (saved["theme"], saved["text_scale"]) == ("dark", 1.1)
 
-        window.actual_size_action.trigger()
-        window.theme_actions["system"].trigger()
+        window.menus.actual_size.trigger()
+        window.menus.themes["system"].trigger()
         assert app.style().name() == style and app.font().pointSizeF() == size
         assert app.palette().color(app.palette().ColorRole.Window) == palette
     finally:

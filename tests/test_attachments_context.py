@@ -114,7 +114,8 @@ def test_the_meter_counts_exactly_what_the_engine_would_read_draft_and_attachmen
     window.composer.attach_files([str(sample_files["code"])])
     count = _count(qtbot, window)
     expected = small_engine.prompt_tokens(
-        chat_messages(window.messages, "Be brief.") + [ChatMessage("user", prompt_text("And explain this:", [code]))]
+        chat_messages(window.session.messages, "Be brief.")
+        + [ChatMessage("user", prompt_text("And explain this:", [code]))]
     )
     assert count.n_tokens == len(expected) and count.n_ctx == 2048
     assert window.composer.meter.label.text() == f"{len(expected):,} / 2,048 tokens"
@@ -163,9 +164,9 @@ def test_attached_files_reach_the_engine_show_as_chips_and_come_back_after_a_res
     prompt = sent[0].messages[-1].content
     assert "File: report.pdf" in prompt and "Quarterly widgets rose by 42 percent" in prompt
     assert "File: fib.py\n```python\ndef fib(n):" in prompt and prompt.endswith("What do these say?")
-    qtbot.waitUntil(lambda: not window.busy, timeout=ANSWER_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not window.session.busy, timeout=ANSWER_TIMEOUT_MS)
     assert composer.attachments == [] and not composer.chips.isVisible() and not composer.refusal.isVisible()
-    user = window.messages[-2]
+    user = window.session.messages[-2]
     chips = window.chat_view.message_widget(user.id).attachment_chips
     assert [c.attachment.name for c in chips.chips] == ["report.pdf", "fib.py"] and all(
         c.remove_button is None for c in chips.chips
@@ -173,8 +174,8 @@ def test_attached_files_reach_the_engine_show_as_chips_and_come_back_after_a_res
     window.close()
 
     again = make_window(None)
-    again.open_conversation(window.conversation.id)
-    restored = again.messages[-2]
+    again.session.open_conversation(window.session.conversation.id)
+    restored = again.session.messages[-2]
     assert [a.name for a in restored.attachments] == ["report.pdf", "fib.py"]
     assert "Quarterly widgets" in restored.attachments[0].text
     assert [c.attachment.name for c in again.chat_view.message_widget(restored.id).attachment_chips.chips] == [

@@ -107,10 +107,10 @@ def test_a_chat_s_preset_and_sampling_are_used_and_survive_a_restart(qtbot, make
     assert answer.params["sampling"]["temperature"] == 0.9 and answer.params["sampling"]["max_tokens"] == 8
     assert answer.stats.n_tokens <= 8
     assert window.settings.temperature == 0.0 and window.settings.system_prompt == ""  # the app's are untouched
-    chat_id = window.conversation.id
+    chat_id = window.session.conversation.id
 
     # Another chat follows the app's settings.
-    window.new_conversation()
+    window.session.new_conversation()
     assert window.chat_settings_button.text() == "This chat"
     plain = ask(qtbot, window, "Say hello.")
     assert plain.params["system_prompt"] == "" and plain.params["sampling"]["temperature"] == 0.0
@@ -118,60 +118,60 @@ def test_a_chat_s_preset_and_sampling_are_used_and_survive_a_restart(qtbot, make
 
     again = make_window()  # a restart: the settings and the chats as the data folder holds them
     assert again.settings.presets["French"] == "Reply in French."
-    again.open_conversation(chat_id)
-    chat = again.chat_settings
+    again.session.open_conversation(chat_id)
+    chat = again.session.chat_settings
     assert chat.preset == "French" and chat.sampling == {"temperature": 0.9, "max_tokens": 8}
     assert again.chat_settings_button.text() == "This chat ●"
-    assert again.effective_settings().system_prompt == "Reply in French."
+    assert again.session.effective_settings().system_prompt == "Reply in French."
 
 
 def test_a_chat_remembers_its_model_and_switching_chats_loads_it(qtbot, make_window, smollm2_path, gemma3_path):
     window = make_window(smol_settings(smollm2_path, draft=ModelSettings(""), max_tokens=8))
     smol_answer = ask(qtbot, window, "Hi")
-    smol_chat, smol_name = window.conversation.id, smol_answer.params["target"]
+    smol_chat, smol_name = window.session.conversation.id, smol_answer.params["target"]
 
-    window.new_conversation()
+    window.session.new_conversation()
     assert window.add_model_file(gemma3_path)  # chosen in the new chat: it starts with this model
     qtbot.waitUntil(
         lambda: window.models.state == EngineState.READY and window.models.loaded_paths[0] == gemma3_path,
         timeout=LOAD_TIMEOUT_MS,
     )
     gemma_answer = ask(qtbot, window, "Hi")
-    gemma_chat = window.conversation.id
+    gemma_chat = window.session.conversation.id
     assert gemma_answer.params["target"] != smol_name
-    assert window.chat_settings.target == gemma3_path
+    assert window.session.chat_settings.target == gemma3_path
 
     # Back to the first chat: it chose nothing, so it follows the app's default, which is now Gemma.
-    window.open_conversation(smol_chat)
+    window.session.open_conversation(smol_chat)
     assert window.models.loaded_paths[0] == gemma3_path
     # Choose SmolLM2 there: remembered by that chat; the Gemma chat keeps Gemma.
-    window._models_chosen(smollm2_path, "")
+    window.session.choose_models(smollm2_path, "")
     window.load_models()
     qtbot.waitUntil(lambda: window.models.state == EngineState.READY, timeout=LOAD_TIMEOUT_MS)
-    window.open_conversation(gemma_chat)
+    window.session.open_conversation(gemma_chat)
     qtbot.waitUntil(
         lambda: window.models.state == EngineState.READY and window.models.loaded_paths[0] == gemma3_path,
         timeout=LOAD_TIMEOUT_MS,
     )
-    assert window.model_picker.target_path == gemma3_path
+    assert window.header.model_picker.target_path == gemma3_path
     window.close()
 
     # After a restart, sending in the SmolLM2 chat loads its model first, then answers with it.
     again = make_window()  # loads the app's default: SmolLM2, the last choice
-    again.open_conversation(gemma_chat)
+    again.session.open_conversation(gemma_chat)
     qtbot.waitUntil(lambda: again.models.loaded_paths[0] == gemma3_path, timeout=LOAD_TIMEOUT_MS)
-    again.open_conversation(smol_chat)
+    again.session.open_conversation(smol_chat)
     answer = ask(qtbot, again, "Bye")
     assert answer.params["target"] == smol_name and again.models.loaded_paths[0] == smollm2_path
 
     # Regenerating while other models load: the new answer waits for its chat's model, and Stop
     # while it waits brings the answer it would have replaced back.
-    again.open_conversation(gemma_chat)
+    again.session.open_conversation(gemma_chat)
     assert again.models.state == EngineState.LOADING
-    again.open_conversation(smol_chat)
-    last = again.messages[-1]
-    again.regenerate(last.id)
-    assert again.busy and again.composer.button.text() == "Stop" and last.id not in again.chat_view.widgets
-    again.stop_answer()
-    assert not again.busy and again.messages[-1].id == last.id and last.id in again.chat_view.widgets
+    again.session.open_conversation(smol_chat)
+    last = again.session.messages[-1]
+    again.session.regenerate(last.id)
+    assert again.session.busy and again.composer.button.text() == "Stop" and last.id not in again.chat_view.widgets
+    again.session.stop()
+    assert not again.session.busy and again.session.messages[-1].id == last.id and last.id in again.chat_view.widgets
     assert again.store.messages(smol_chat)[-1].id == last.id

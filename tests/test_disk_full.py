@@ -113,7 +113,7 @@ def test_the_window_shows_a_message_and_keeps_the_answer_when_the_disk_fills_mid
     fill_tokens_page(window.store, rec.message.id)
     wait_answer(qtbot, window)
 
-    answer = window.messages[-1]
+    answer = window.session.messages[-1]
     assert answer.id == rec.message.id and rec.write_error and "disk is full" in rec.write_error
     notices = [n.label.text() for n in window.chat_view.notices]
     assert any("disk is full" in n for n in notices)
@@ -136,7 +136,7 @@ def test_a_full_disk_when_sending_keeps_the_text_in_the_input_box(qtbot, make_wi
 
     window = make_window(Settings(target=ModelSettings("/models/not-loaded.gguf")), wait=False)
     conv = window.store.create_conversation("full")
-    window.open_conversation(conv.id)
+    window.session.open_conversation(conv.id)
     fill_up(window.store)
     n = 0
     for size in (1000, 100, 10, 1):  # the last page of messages, byte for byte (no page may split)
@@ -153,4 +153,4 @@ def test_a_full_disk_when_sending_keeps_the_text_in_the_input_box(qtbot, make_wi
 
     assert "a question I do not want to type again" in window.composer.input.toPlainText()
     assert any("disk is full" in n.label.text() for n in window.chat_view.notices)
-    assert len(window.store.messages(conv.id)) == before and not window.busy
+    assert len(window.store.messages(conv.id)) == before and not window.session.busy

@@ -47,15 +47,15 @@ def test_picker_offers_only_compatible_drafts_and_loads_the_choice(qtbot, make_w
     window = make_window(smol_settings(str(target), draft=ModelSettings("")))
     assert window.models.state == EngineState.READY
     for path in (target, draft, smollm2_path):
-        window.library.add_file(path)
-    window.library.rename(target, "Coder big")  # used by the next load
+        window.models.library.add_file(path)
+    window.models.library.rename(target, "Coder big")  # used by the next load
     window._update_picker()
-    picker = window.model_picker
+    picker = window.header.model_picker
     qtbot.waitUntil(lambda: len(_combo_paths(picker.target_combo)) == 3, timeout=30_000)
     assert picker.target_combo.currentText() == "Coder big · Q4_K_M"  # the rename, quantization as a badge
     # SmolLM2 has another vocabulary: never offered as a draft for the Qwen target.
     assert _combo_paths(picker.draft_combo) == [str(draft)]
-    offered = window.library.draft_choices(window._target_entry()).offered
+    offered = window.models.library.draft_choices(window.models.entry(window.settings.target.path)).offered
     assert [e.path for e in picker.offered_drafts()] == [e.path for e in offered]
     # Choosing the draft loads it, and the status bar follows.
     picker.draft_combo.setCurrentIndex(1)
@@ -67,20 +67,20 @@ def test_picker_offers_only_compatible_drafts_and_loads_the_choice(qtbot, make_w
     assert window.models.info.target_name == "Coder big"
     assert window.models.info.draft_name == "Qwen2.5-Coder 0.5B Instruct"
     assert "draft Qwen2.5-Coder 0.5B Instruct" in window.status.models.text()
-    assert window.loaded_models() == {str(target): "target", str(draft): "draft"}
-    assert window.model_picker.eject_draft_action.isEnabled()
+    assert window.models.loaded_models() == {str(target): "target", str(draft): "draft"}
+    assert window.header.model_picker.eject_draft_action.isEnabled()
 
     # Eject the draft: the target stays.
-    window.eject("draft")
+    window.session.eject("draft")
     qtbot.waitUntil(lambda: window.models.info.draft_name is None, timeout=30_000)
     assert window.models.state == EngineState.READY and window.settings.draft.path == ""
     assert "no draft model" in window.status.models.text()
-    assert window.loaded_models() == {str(target): "target"}
+    assert window.models.loaded_models() == {str(target): "target"}
     # Eject the target: nothing is loaded.
-    window.eject("target")
-    assert window.models.state == EngineState.NONE and window.loaded_models() == {}
+    window.session.eject("target")
+    assert window.models.state == EngineState.NONE and window.models.loaded_models() == {}
     qtbot.waitUntil(lambda: window.host.worker.engine is None, timeout=30_000)
-    assert not window.model_picker.eject_button.isEnabled()
+    assert not window.header.model_picker.eject_button.isEnabled()
 
 
 def test_library_shows_loaded_badge(qtbot, isolated_home, smollm2_path):

@@ -48,8 +48,13 @@ def test_every_control_is_in_view_from_640_px_up(qtbot, make_window, smollm2_pat
         assert {"Copy", "Edit", "Regenerate", "Details", "Compare with plain decoding"} <= names
         clipped = [(b.text(), b.mapTo(viewport, QPoint(0, 0)).x()) for b in buttons if outside(b, viewport)]
         assert not clipped, f"at {width} px: {clipped}"
-        picker = window.model_picker
-        header = [window.colours_button, window.settings_button, window.composer.button, picker.eject_button]
+        picker = window.header.model_picker
+        header = [
+            window.header.colours_button,
+            window.header.settings_button,
+            window.composer.button,
+            picker.eject_button,
+        ]
         header += [
             picker.target_combo,
             picker.draft_combo,

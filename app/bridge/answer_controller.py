@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.bridge.model_controller import ModelController
+from app.bridge.worker import RequestPurpose
 from app.core.answers import STORE_WRITE_ERRORS, AnswerRecorder, answer_params, sampling_from_params, write_problem
 from app.core.attachments import prompt_text
 from app.core.figures import compare_texts
 from app.core.settings import Settings
-from app.core.store import Message, Store, history
+from app.core.store import Message, Role, Store, history
 from engine import DoneEvent, FinishReason, RoundEvent
 from engine.config import ChatMessage, DrafterMode, SpecParams
 
@@ -112,7 +113,7 @@ class AnswerController(QObject):
         params = answer_params(sampling, spec, s.system_prompt, *self.models.model_names(s))
         try:
             message = self.store.add_message(
-                conversation_id, "assistant", "", complete=False, params=params, variant_of=variant_of
+                conversation_id, Role.ASSISTANT, "", complete=False, params=params, variant_of=variant_of
             )
         except STORE_WRITE_ERRORS as e:
             self.notice.emit(write_problem(e, "a new answer") + " No answer was started.")
@@ -140,10 +141,10 @@ class AnswerController(QObject):
             self.notice.emit("A comparison is running already: wait for it, or stop it with Esc.")
             return False
         sampling = sampling_from_params(answer.params)
-        if answer.finish_reason in (FinishReason.CANCELLED.value, FinishReason.LENGTH.value):
+        if answer.finish_reason in (FinishReason.CANCELLED, FinishReason.LENGTH):
             sampling = sampling.with_(max_tokens=max(answer.stats.n_tokens, 1))  # as many tokens as it had
         chat = chat_messages(history(messages_before), answer.params.get("system_prompt", ""))
-        request = self.host.answer(chat, sampling, SpecParams(mode=DrafterMode.OFF), purpose="compare")
+        request = self.host.answer(chat, sampling, SpecParams(mode=DrafterMode.OFF), purpose=RequestPurpose.COMPARE)
         self.job = CompareJob(request.id, answer.id)
         self.comparison_changed.emit(answer.id, None, True)
         self._set_busy(True)

@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.bridge.answer_controller import chat_messages
 from app.bridge.worker import EngineHost, TokenCount
-from app.core.store import Message, history
+from app.core.store import Message, Role, history
 
 # How long typing must pause before the count is asked for.
 DEBOUNCE_MS = 300
@@ -66,7 +66,7 @@ class ContextCounter(QObject):
             messages = [m for m in messages if m.id < editing_id]
         messages = history(messages)
         if text.strip() or attachments:
-            messages = [*messages, Message(0, 0, "user", text, attachments=list(attachments))]
+            messages = [*messages, Message(0, 0, Role.USER, text, attachments=list(attachments))]
         self._counted_messages = messages
         self._asked = self.host.count_tokens(chat_messages(messages, system_prompt), max_tokens)
 

@@ -28,14 +28,23 @@ from app.chat.rich_text import MessageBody
 from app.chat.stats_footer import StatsFooter
 from app.chat.thinking_view import ThinkingSection
 from app.core.figures import DRAFTER_LABELS, comparison_heading
-from app.core.store import Message, Token
+from app.core.store import Message, Role, Token
 from app.ui import theme
 from app.ui.elided_label import ElidedLabel
-from engine import AnswerStats
+from engine import AnswerStats, FinishReason
 
 FRAME_MS = 16  # about 60 screen updates a second, whatever the token rate
 MAX_WIDTH_EM = 84  # the message column: code blocks use all of it (prose is narrower, see rich_text)
 SIDE_BY_SIDE_EM = 64  # a message at least this wide shows a comparison's plain text beside the answer
+
+
+# How an answer that ended otherwise than by finishing is marked.
+ENDED_STATES = {
+    FinishReason.CANCELLED: "stopped",
+    FinishReason.LENGTH: "length",
+    FinishReason.CONTEXT: "context",
+    FinishReason.ERROR: "error",
+}
 
 
 def message_state(message: Message, streaming: bool) -> str:
@@ -43,9 +52,7 @@ def message_state(message: Message, streaming: bool) -> str:
         return "streaming"
     if not message.complete:
         return "incomplete"
-    return {"cancelled": "stopped", "length": "length", "context": "context", "error": "error"}.get(
-        message.finish_reason or "", "done"
-    )
+    return ENDED_STATES.get(message.finish_reason, "done")
 
 
 class MessageWidget(QFrame):
@@ -68,7 +75,7 @@ class MessageWidget(QFrame):
         self.show_reasoning = show_reasoning
         self.streaming = streaming
         self.live_stats: AnswerStats | None = None
-        self.is_user = message.role == "user"
+        self.is_user = message.role == Role.USER
         self.setObjectName("userMessage" if self.is_user else "assistantMessage")
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         layout = QVBoxLayout(self)
@@ -277,7 +284,11 @@ class MessageWidget(QFrame):
             self.meta_label.setToolTip(self.meta_label.text())
         if m.error:
             # The engine's advice names no front end's controls; here the context is a setting.
-            where = "\nThe context size is in Settings (Ctrl+,) → Models." if m.finish_reason == "context" else ""
+            where = (
+                "\nThe context size is in Settings (Ctrl+,) → Models."
+                if m.finish_reason == FinishReason.CONTEXT
+                else ""
+            )
             self.error_label.setText(error_html(m.error + where))
         self.error_label.setVisible(bool(m.error))
         if self.footer:

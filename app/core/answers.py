@@ -19,7 +19,7 @@ from dataclasses import asdict
 
 from app.core.store import Message, Store, Token
 from engine import AnswerStats, DoneEvent, FinishReason, RoundEvent
-from engine.config import SamplingParams, SpecParams
+from engine.config import SamplingParams, SpecParams, TokenSource
 
 # What a store write raises when the disk is full or the file cannot be written.
 STORE_WRITE_ERRORS = (sqlite3.Error, OSError)
@@ -63,7 +63,7 @@ class AnswerRecorder:
 
     # -- events from the worker -----------------------------------------------------------------
 
-    def add_token(self, text: str, source: str, round_index: int, reasoning: bool = False) -> Token:
+    def add_token(self, text: str, source: TokenSource | str, round_index: int, reasoning: bool = False) -> Token:
         token = Token(text, source, round_index)  # counted in stats.n_tokens by its round's event
         if reasoning:
             self.reasoning += text
@@ -124,22 +124,22 @@ class AnswerRecorder:
         stats.backend = stats.backend or self.stats.backend
         error = done.error if done.finish_reason in (FinishReason.ERROR, FinishReason.CONTEXT) else None
         self.reasoning = done.reasoning or self.reasoning.strip()
-        self._finish(done.text, done.finish_reason.value, stats, error)
+        self._finish(done.text, done.finish_reason, stats, error)
         return self.message
 
     def fail(self, error: str) -> Message:
         """The worker failed without a DoneEvent: keep what was shown, with the error."""
         self.flush()
-        self._finish(self.text, FinishReason.ERROR.value, self.live_stats() if self.tokens else None, error)
+        self._finish(self.text, FinishReason.ERROR, self.live_stats() if self.tokens else None, error)
         return self.message
 
     def cancel(self) -> Message:
         """The app is closing mid-answer: keep what was shown, marked stopped."""
         self.flush()
-        self._finish(self.text, FinishReason.CANCELLED.value, self.live_stats(), None)
+        self._finish(self.text, FinishReason.CANCELLED, self.live_stats(), None)
         return self.message
 
-    def _finish(self, text: str, reason: str, stats: AnswerStats | None, error: str | None) -> None:
+    def _finish(self, text: str, reason: FinishReason, stats: AnswerStats | None, error: str | None) -> None:
         if self.finished:
             return
         if not self.write_error:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from app.core.figures import figures
-from app.core.store import Conversation, Message
+from app.core.store import Conversation, Message, Role, Store
 
 FORMAT_VERSION = 1
 
@@ -15,7 +16,7 @@ FORMAT_VERSION = 1
 def to_markdown(conversation: Conversation, messages: Sequence[Message]) -> str:
     out = [f"# {conversation.title}", "", f"*Exported from Specula on {time.strftime('%Y-%m-%d %H:%M')}*", ""]
     for m in messages:
-        if m.role == "user":
+        if m.role == Role.USER:
             out += ["## You", ""]
             for a in m.attachments:  # folded, like thinking: the files can be long
                 out += [f"<details><summary>Attached: {a.name}</summary>", "", a.quoted(), "", "</details>", ""]
@@ -71,3 +72,20 @@ def to_json(conversation: Conversation, messages: Sequence[Message]) -> str:
         ],
     }
     return json.dumps(data, indent=1, ensure_ascii=False)
+
+
+EXPORT_KINDS = {"markdown": (".md", "Markdown (*.md)"), "json": (".json", "JSON (*.json)")}
+
+
+def export_file_name(conversation: Conversation, fmt: str) -> tuple[str, str]:
+    """(A file name made of the title, the file dialog's filter) for an export in fmt ("markdown" or "json")."""
+    suffix, kind = EXPORT_KINDS[fmt]
+    safe = "".join(c if c.isalnum() or c in " -_" else "_" for c in conversation.title).strip() or "conversation"
+    return safe + suffix, kind
+
+
+def write_export(store: Store, conversation: Conversation, fmt: str, path: Path) -> None:
+    """Write the conversation as stored, in fmt, to path. Raises OSError."""
+    messages = store.messages(conversation.id)
+    text = to_markdown(conversation, messages) if fmt == "markdown" else to_json(conversation, messages)
+    path.write_text(text, encoding="utf-8")

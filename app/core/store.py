@@ -19,10 +19,12 @@ import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from app.core.attachments import Attachment
-from engine import AnswerStats
+from engine import AnswerStats, FinishReason
+from engine.config import TokenSource
 from engine.paths import data_dir
 
 DB_NAME = "chats.sqlite3"
@@ -82,11 +84,40 @@ class StoreError(Exception):
     """The chat database cannot be used; str() is a message for the user."""
 
 
+class Role(str, Enum):
+    """Who wrote a message. A str Enum: stored and exported as its value."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass
 class Token:
     text: str
-    source: str  # TokenSource value
+    source: TokenSource
     round: int
+
+    def __post_init__(self) -> None:
+        self.source = token_source(self.source)
+
+
+def token_source(value: str) -> TokenSource:
+    """A stored source; one this version does not know (a newer app's) reads as the target's."""
+    try:
+        return TokenSource(value)
+    except ValueError:
+        return TokenSource.TARGET
+
+
+def finish_reason(value: str | None) -> FinishReason | None:
+    """A stored finish reason; None for none, or for one this version does not know."""
+    try:
+        return FinishReason(value) if value else None
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -104,10 +135,10 @@ class Conversation:
 class Message:
     id: int
     conversation_id: int
-    role: str
+    role: Role
     content: str = ""
     complete: bool = True
-    finish_reason: str | None = None
+    finish_reason: FinishReason | None = None
     error: str | None = None
     stats: AnswerStats | None = None
     params: dict = field(default_factory=dict)
@@ -118,6 +149,10 @@ class Message:
     attachments: list[Attachment] = field(default_factory=list)  # files quoted before content
     variant_of: int | None = None  # a regenerated answer: the first answer of its group
     variants: list[int] = field(default_factory=list)  # the ids of its group, oldest first ([] or [id]: alone)
+
+    def __post_init__(self) -> None:
+        self.role = Role(self.role)
+        self.finish_reason = finish_reason(self.finish_reason)
 
     @property
     def group(self) -> int:
@@ -316,7 +351,7 @@ class Store:
     def add_message(
         self,
         conversation_id: int,
-        role: str,
+        role: Role,
         content: str = "",
         *,
         complete: bool = True,
@@ -380,7 +415,7 @@ class Store:
         self,
         message_id: int,
         content: str,
-        finish_reason: str,
+        finish_reason: FinishReason,
         stats: AnswerStats | None,
         error: str | None = None,
         reasoning: str | None = None,
@@ -447,10 +482,10 @@ def _message(row: sqlite3.Row) -> Message:
     return Message(
         id=row["id"],
         conversation_id=row["conversation_id"],
-        role=row["role"],
+        role=Role(row["role"]),
         content=row["content"],
         complete=bool(row["complete"]),
-        finish_reason=row["finish_reason"],
+        finish_reason=finish_reason(row["finish_reason"]),
         error=row["error"],
         stats=AnswerStats.from_dict(stats) if stats else None,
         params=_load(row["params"]) or {},
@@ -515,4 +550,4 @@ def title_from(text: str, limit: int = 48) -> str:
 
 def history(messages: Iterable[Message]) -> list[Message]:
     """The messages worth sending to the model: drop answers that are only an error."""
-    return [m for m in messages if m.role == "user" or m.content.strip()]
+    return [m for m in messages if m.role == Role.USER or m.content.strip()]

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 
 
-def build_menus(window) -> None:
-    """File, Edit, View, Settings and Help for window (a MainWindow); the actions the window or
-    its tests use later are kept as its attributes (stop_action, colours_action, theme_actions, ...)."""
+@dataclass
+class MenuActions:
+    """The actions the window changes later (a theme chosen elsewhere is checked here)."""
+
+    stop: QAction
+    colours: QAction
+    themes: dict[str, QAction]
+    larger_text: QAction
+    actual_size: QAction
+    download: QAction
+
+
+def build_menus(window) -> MenuActions:
+    """File, Edit, View, Settings and Help for window (a MainWindow), each command wired to the
+    window or its chat session."""
+    session = window.session
 
     def action(menu, text, slot, shortcut=None, tip=None) -> QAction:
         act = QAction(text, window)
@@ -23,21 +38,21 @@ def build_menus(window) -> None:
 
     bar = window.menuBar()
     file = bar.addMenu("&File")
-    action(file, "&New chat", window.new_conversation, QKeySequence.StandardKey.New)
+    action(file, "&New chat", session.new_conversation, QKeySequence.StandardKey.New)
     action(file, "&Export chat as Markdown…", lambda: window.export_conversation(None, "markdown"), "Ctrl+E")
     action(file, "Export chat as &JSON…", lambda: window.export_conversation(None, "json"), "Ctrl+Shift+E")
     file.addSeparator()
     action(file, "Model &library…", window.open_library, "Ctrl+Shift+L", "Every GGUF model on this computer")
-    action(file, "&Add GGUF model…", window._add_model_dialog)
-    window.download_action = action(file, "&Download models…", window.open_downloader)
+    action(file, "&Add GGUF model…", window.add_model_dialog)
+    download = action(file, "&Download models…", window.open_downloader)
     action(file, "Local &server…", window.open_server_panel, tip="Serve the loaded model to programs on this computer")
     file.addSeparator()
     action(file, "&Quit", window.close, QKeySequence.StandardKey.Quit)
 
     edit = bar.addMenu("&Edit")
-    window.stop_action = action(edit, "&Stop answer", window.stop_or_cancel, "Esc")
-    window.stop_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-    action(edit, "&Regenerate last answer", window.regenerate_last, "Ctrl+R")
+    stop = action(edit, "&Stop answer", window.stop_or_cancel, "Esc")
+    stop.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+    action(edit, "&Regenerate last answer", session.regenerate_last, "Ctrl+R")
     action(edit, "&Edit last message", window.edit_last, "Ctrl+Up")
     action(edit, "&Copy last answer", window.copy_last_answer, "Ctrl+Shift+C")
     action(edit, "&Find chat", window.sidebar.focus_search, QKeySequence.StandardKey.Find)
@@ -45,27 +60,27 @@ def build_menus(window) -> None:
     action(edit, "Focus the message box", lambda: window.composer.input.setFocus(), "Ctrl+L")
 
     view = bar.addMenu("&View")
-    window.colours_action = QAction("&Token colours", window)
-    window.colours_action.setCheckable(True)
-    window.colours_action.setShortcut(QKeySequence("Ctrl+T"))
-    window.colours_action.setChecked(window.colours_button.isChecked())
-    window.colours_action.toggled.connect(window.colours_button.setChecked)
-    window.colours_button.toggled.connect(window.colours_action.setChecked)
-    view.addAction(window.colours_action)
+    colours = QAction("&Token colours", window)
+    colours.setCheckable(True)
+    colours.setShortcut(QKeySequence("Ctrl+T"))
+    colours.setChecked(window.header.colours_button.isChecked())
+    colours.toggled.connect(window.header.colours_button.setChecked)
+    window.header.colours_button.toggled.connect(colours.setChecked)
+    view.addAction(colours)
     view.addSeparator()
-    themes = view.addMenu("T&heme")
-    window.theme_actions: dict[str, QAction] = {}
+    theme_menu = view.addMenu("T&heme")
+    themes: dict[str, QAction] = {}
     group = QActionGroup(window)
     for name, label in (("system", "&System"), ("light", "&Light"), ("dark", "&Dark")):
-        act = themes.addAction(label, lambda name=name: window.set_appearance(theme_name=name))
+        act = theme_menu.addAction(label, lambda name=name: window.set_appearance(theme_name=name))
         act.setCheckable(True)
         act.setChecked(name == window.settings.theme)
         group.addAction(act)
-        window.theme_actions[name] = act
-    window.larger_text_action = action(view, "&Larger text", lambda: window.step_text(1), "Ctrl+=")
+        themes[name] = act
+    larger_text = action(view, "&Larger text", lambda: window.step_text(1), "Ctrl+=")
     window.addAction(shortcut_action(window, "Ctrl++", lambda: window.step_text(1)))
     action(view, "&Smaller text", lambda: window.step_text(-1), "Ctrl+-")
-    window.actual_size_action = action(view, "&Actual text size", lambda: window.step_text(0), "Ctrl+0")
+    actual_size = action(view, "&Actual text size", lambda: window.step_text(0), "Ctrl+0")
 
     settings = bar.addMenu("&Settings")
     action(settings, "&Preferences…", window.open_settings, QKeySequence.StandardKey.Preferences)
@@ -81,6 +96,7 @@ def build_menus(window) -> None:
 
     help_menu = bar.addMenu("&Help")
     action(help_menu, "&About Specula", window.about)
+    return MenuActions(stop, colours, themes, larger_text, actual_size, download)
 
 
 def shortcut_action(parent, shortcut: str, slot) -> QAction:

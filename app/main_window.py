@@ -329,21 +329,9 @@ class MainWindow(QMainWindow):
             self.apply_settings(dialog.result_settings())
 
     def apply_settings(self, new: Settings) -> None:
-        new_template = new.chat_template() != self.settings.chat_template()
-        models_changed = (new.target.path, new.draft.path) != (self.settings.target.path, self.settings.draft.path)
-        self.settings = new
+        previous, self.settings = self.settings, new
         self.save_settings()
-        if models_changed:  # chosen in Settings: for the chat on screen too
-            self.session.choose_models(new.target.path, new.draft.path)
-        reload = (
-            self.session.effective_settings().load_key() != self.models.loaded_key
-            or self.models.state == EngineState.FAILED
-        )
-        if reload and new.target.path:
-            self.answers.stop()
-            self.load_models()
-        elif new_template and self.models.state == EngineState.READY:
-            self.host.set_chat_template(new.chat_template())
+        self.session.follow_settings(previous)
         self.server.refresh_model()  # the server's defaults follow the settings
         self.chat_view.set_show_reasoning(new.show_reasoning)
 

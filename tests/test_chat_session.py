@@ -8,6 +8,7 @@ ones. Assertions are on the session's signals, the requests the engine would get
 
 from __future__ import annotations
 
+import copy
 import pathlib
 
 import pytest
@@ -274,3 +275,19 @@ def test_renaming_the_chat_on_screen_says_its_new_title(rig):
     rig.session.rename_conversation(conv.id, "About primes")
     assert rig.named("title_changed") == [("About primes",)] and rig.named("conversation_changed") == []
     assert rig.store.conversation(conv.id).title == "About primes"
+
+
+def test_settings_applied_reload_what_changed_and_only_that(rig):
+    rig.load()
+    loads = len(rig.host.loads)
+    previous = copy.deepcopy(rig.settings)
+
+    rig.settings.chat_templates[rig.target] = "chatml"  # the chat format alone: set again, no reload
+    rig.session.follow_settings(previous)
+    assert len(rig.host.loads) == loads and rig.host.templates[-1] == rig.settings.chat_template()
+
+    previous = copy.deepcopy(rig.settings)
+    rig.settings.target.path = rig.other  # another model, chosen in Settings: this chat's too, loaded
+    rig.session.follow_settings(previous)
+    assert len(rig.host.loads) == loads + 1 and rig.host.loads[-1][0].path == rig.other
+    assert rig.session.chat_settings.target == rig.other and rig.models.state == EngineState.LOADING

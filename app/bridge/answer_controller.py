@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app.bridge.host import EngineHostApi
 from app.bridge.model_controller import ModelController
 from app.bridge.worker import RequestPurpose
 from app.core.answers import STORE_WRITE_ERRORS, AnswerRecorder, answer_params, sampling_from_params, write_problem
@@ -48,8 +49,8 @@ class AnswerController(QObject):
     notice = Signal(str)  # a problem to show the user (a failed store write, a failed comparison)
     status_message = Signal(str)  # a passing remark (the status bar)
 
-    def __init__(self, host, store: Store, models: ModelController, parent: QObject | None = None):
-        """host: the EngineHost, or a fake with the same `answer`, `stop` and worker signals (tests)."""
+    def __init__(self, host: EngineHostApi, store: Store, models: ModelController, parent: QObject | None = None):
+        """host: the EngineHost, or a fake that satisfies the same Protocol (tests)."""
         super().__init__(parent)
         self.host = host
         self.store = store

@@ -13,7 +13,8 @@ from typing import Protocol
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.bridge.answer_controller import chat_messages
-from app.bridge.worker import EngineHost, TokenCount
+from app.bridge.host import EngineHostApi
+from app.bridge.worker import TokenCount
 from app.core.store import Message, Role, history
 
 # How long typing must pause before the count is asked for.
@@ -38,7 +39,7 @@ class ContextCounter(QObject):
 
     counted = Signal(object)  # the TokenCount just shown (tests wait on it)
 
-    def __init__(self, host: EngineHost, meter: CountDisplay, source: Callable, draft: Callable, parent=None):
+    def __init__(self, host: EngineHostApi, meter: CountDisplay, source: Callable, draft: Callable, parent=None):
         super().__init__(parent)
         self.host, self.meter, self.source, self.draft = host, meter, source, draft
         self.latest: TokenCount | None = None

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
+from app.bridge.host import EngineHostApi
+from app.bridge.model_controller import ModelController
 from app.core.settings import Settings
 from engine.serving.config import DEFAULT_PORT, LOOPBACK, ServerConfig
 from engine.serving.fair_queue import FairQueue
@@ -35,7 +37,13 @@ class LocalServerController(QObject):
     request_logged = Signal(object)  # RequestRecord, once finished
     _queue_changed = Signal()  # from any thread
 
-    def __init__(self, host, models, settings: Callable[[], Settings], parent: QObject | None = None):
+    def __init__(
+        self,
+        host: EngineHostApi,
+        models: ModelController,
+        settings: Callable[[], Settings],
+        parent: QObject | None = None,
+    ):
         """host: the EngineHost; models: the ModelController (what is loaded); settings: the current ones."""
         super().__init__(parent)
         self.host, self.models, self._settings = host, models, settings

@@ -224,6 +224,21 @@ class ChatSession(QObject):
         self.choose_models(target, draft)
         self.load_models()
 
+    def follow_settings(self, previous: Settings) -> None:
+        """Settings were applied (previous: what they were): models chosen there are this chat's too,
+        and what the models are loaded with changed, they load again (a chat format alone: re-set)."""
+        new = self.settings
+        if (new.target.path, new.draft.path) != (previous.target.path, previous.draft.path):
+            self.choose_models(new.target.path, new.draft.path)
+        reload = (
+            self.effective_settings().load_key() != self.models.loaded_key or self.models.state == EngineState.FAILED
+        )
+        if reload and new.target.path:
+            self.answers.stop()
+            self.load_models()
+        elif new.chat_template() != previous.chat_template() and self.models.state == EngineState.READY:
+            self.host.set_chat_template(new.chat_template())
+
     def load_models(self) -> bool:
         """Load the models the conversation on screen uses (its own, or the app's); False: none is chosen."""
         return self.models.load(self.effective_settings())

@@ -93,14 +93,22 @@ def serve_args(p: argparse.ArgumentParser) -> None:
     from engine.serving.config import DEFAULT_PORT, LOOPBACK, ServerConfig
 
     defaults = ServerConfig()
-    p.add_argument("--host", default=LOOPBACK, help="address to listen on (default: 127.0.0.1, this computer only)")
+    p.add_argument(
+        "--host",
+        default=LOOPBACK,
+        help="address to listen on (default: 127.0.0.1, this computer only); 0.0.0.0: every IPv4 network "
+        "interface, so other machines can reach it; :: every IPv6 one (most systems: IPv4 too). "
+        "Any address but loopback needs an API key",
+    )
     p.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"TCP port; 0 picks a free one (default {DEFAULT_PORT})"
     )
     p.add_argument(
         "--api-key",
+        metavar="KEY",
         default=os.environ.get("SPECULA_API_KEY") or None,
-        help="require 'Authorization: Bearer KEY' (default: $SPECULA_API_KEY; none)",
+        help="require 'Authorization: Bearer KEY' (default: $SPECULA_API_KEY, which other users cannot "
+        "read in the process list; none). Required when --host is not loopback",
     )
     p.add_argument(
         "--cors-origin",
@@ -154,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_starter()
         if args.command == "info":
             return cmd_info(args)
+        if args.command == "serve":
+            check_exposure(server_config(args))  # before the model loads: a refusal comes at once
         engine = load_engine(args)
         try:
             commands = {"chat": cmd_chat, "generate": cmd_generate, "serve": cmd_serve}
@@ -372,14 +382,10 @@ def cmd_generate(engine, args) -> int:
     return 0 if done.finish_reason.value in ("stop", "length") else 1
 
 
-def cmd_serve(engine, args) -> int:
-    import signal
-    import time
-
+def server_config(args):
     from engine.serving.config import ServerConfig
-    from engine.serving.server import serve_engine
 
-    config = ServerConfig(
+    return ServerConfig(
         host=args.host,
         port=args.port,
         api_key=args.api_key,
@@ -389,12 +395,48 @@ def cmd_serve(engine, args) -> int:
         queue_limit=args.queue_limit,
         model_id=args.model_id,
     )
+
+
+def check_exposure(config) -> None:
+    """ServerConfig.check, with the terminal's way out: where the key goes, and one made at random."""
+    import secrets
+
+    from engine.serving.config import OpenServerRefused
+
+    try:
+        config.check()
+    except OpenServerRefused as e:
+        e.hint = (
+            "Give it a key: set SPECULA_API_KEY=KEY (other users cannot read it in the process list) or pass "
+            "--api-key KEY; clients send it as 'Authorization: Bearer KEY'.\n"
+            f"For example this one, made just now at random: {secrets.token_urlsafe(24)}"
+        )
+        raise
+
+
+def cmd_serve(engine, args) -> int:
+    import signal
+    import time
+
+    from engine.serving.server import serve_engine
+
+    config = server_config(args)
+    check_exposure(config)
     if warning := config.exposure_warning():
         print(warning, file=sys.stderr)
     running = serve_engine(engine, config, sampling_from(args), spec_from(args))  # max_tokens lowered to the limit
     running.log.add_listener(lambda record: print(record.line(), file=sys.stderr, flush=True))
-    key = "the API key is required" if config.api_key else "no API key"
-    print(f"serving {running.model_id} at {running.url} ({key}); Ctrl+C stops", flush=True)
+    key = "the API key is required" if config.has_key else "no API key"
+    port = running.server.port
+    if config.every_interface:
+        here = "[::1]" if ":" in config.host else "127.0.0.1"
+        where = (
+            f"on {config.where()}, port {port}: http://{here}:{port}/v1 from this computer, "
+            f"http://{socket_hostname()}:{port}/v1 (or this computer's network address) from others"
+        )
+    else:
+        where = f"at {running.url}"
+    print(f"serving {running.model_id} {where} ({key}); Ctrl+C stops", flush=True)
 
     def stop(_signum, _frame):
         raise KeyboardInterrupt
@@ -410,6 +452,12 @@ def cmd_serve(engine, args) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
         running.close()
+
+
+def socket_hostname() -> str:
+    import socket
+
+    return socket.gethostname() or "HOST"
 
 
 def outcome_lines(done: DoneEvent, n_ctx: int, chat: bool = False) -> list[str]:

@@ -86,6 +86,16 @@ def test_models_lists_the_loaded_model(client, served):
     assert client.models.retrieve(served.model_id).id == served.model_id
 
 
+def test_models_say_the_context_the_model_was_loaded_with(client, served):
+    """vLLM's max_model_len and llama-server's meta: what a remote client reads to size a conversation."""
+    for card in (client.models.list().data[0], client.models.retrieve(served.model_id)):
+        card = extra(card)
+        assert card["max_model_len"] == 2048 == card["meta"]["n_ctx"]  # the fixture's n_ctx
+        meta = card["meta"]
+        assert meta["name"] and meta["draft"] == meta["name"]  # the model is its own draft here
+        assert meta["n_ctx_train"] == 8192  # SmolLM2's trained context, from its GGUF
+
+
 def test_chat_answers_whole_and_streamed_alike(client, served):
     ask = dict(
         model=served.model_id,
@@ -162,6 +172,26 @@ def test_usage_counts_and_the_kv_cache_reused_across_a_conversations_turns(clien
     # The whole first turn (its prompt and the answer's tokens) came from the KV cache.
     assert cached >= u.prompt_tokens + u.completion_tokens - 2
     assert second.usage.prompt_tokens > cached and extra(second)["timings"]["cache_n"] == cached
+
+
+def test_a_stream_ends_with_the_speculation_field_with_or_without_usage(client, served):
+    """The figures come once, on the chunk with finish_reason; include_usage adds a chunk after it."""
+    ask = dict(model=served.model_id, prompt="a b c d e f a b c d e f a b c d", max_tokens=16, temperature=0, seed=5)
+    whole = client.completions.create(**ask)
+    for options in (None, {"include_usage": True}):
+        usage = {"stream_options": options} if options else {}
+        chunks = list(client.completions.create(**ask, stream=True, **usage))
+        finishes = [i for i, c in enumerate(chunks) if c.choices and c.choices[0].finish_reason]
+        assert len(finishes) == 1
+        last = chunks[finishes[0]]
+        s, t = extra(last)["speculation"], extra(last)["timings"]
+        assert s["drafted"] > 0 and s["drafted"] == t["draft_n"] and s["accepted"] == t["draft_n_accepted"]
+        assert sum(s["tokens_by_source"].values()) == whole.usage.completion_tokens  # seeded: the same answer
+        assert not any("speculation" in extra(c) for i, c in enumerate(chunks) if i != finishes[0])
+        if options:
+            assert finishes[0] == len(chunks) - 2 and chunks[-1].usage.completion_tokens == t["predicted_n"]
+        else:
+            assert finishes[0] == len(chunks) - 1 and all(c.usage is None for c in chunks)
 
 
 def test_the_speculation_field_adds_up(client, served):
@@ -302,6 +332,61 @@ def test_requests_queue_first_come_first_served_and_a_full_queue_gets_429(client
     first, second = records["first"], records["second"]
     assert first.finish in ("stop", "length") and second.finish in ("stop", "length")
     assert first.t_started <= second.t_started and second.queue_wait_s > 0
+
+
+@pytest.fixture
+def no_binding(monkeypatch):
+    """Any attempt to bind a socket fails the test: a refused config must be refused before it."""
+    import engine.serving.server as server
+
+    def bind(host, port):
+        raise AssertionError(f"bound {host}:{port}")
+
+    monkeypatch.setattr(server, "bind", bind)
+
+
+def test_beyond_loopback_a_server_needs_an_api_key(no_binding):
+    from engine.serving.config import OpenServerRefused
+    from engine.serving.fair_queue import FairQueue
+    from engine.serving.server import LocalServer
+
+    for host in ("0.0.0.0", "::", "", "192.168.1.5", "my-box.local"):
+        for key in (None, "", "   "):
+            with pytest.raises(OpenServerRefused) as refused:
+                ServerConfig(host=host, api_key=key).check()
+            assert "no API key" in str(refused.value)
+    ServerConfig(host="0.0.0.0", api_key=KEY).check()  # with a key: allowed, and warned about
+    assert "requests need the API key" in ServerConfig(host="0.0.0.0", api_key=KEY).exposure_warning()
+    for host in ("127.0.0.1", "::1", "localhost", "127.0.0.2"):
+        ServerConfig(host=host).check()  # loopback: a key stays optional
+
+    # Every owner of a server gets the same refusal, before the socket is bound.
+    server = LocalServer(lambda: None, FairQueue(lambda job: None), ServerConfig(host="0.0.0.0", port=0), None)
+    with pytest.raises(OpenServerRefused):
+        server.start()
+    assert not server.running
+
+
+def test_serve_refuses_to_listen_beyond_loopback_without_a_key_before_loading(no_binding, monkeypatch, capsys):
+    from engine.cli import main
+
+    monkeypatch.delenv("SPECULA_API_KEY", raising=False)
+    missing = "/nonexistent/model.gguf"  # never loaded: the refusal comes first
+    assert main(["serve", "--model", missing, "--draft", "none", "--host", "0.0.0.0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: Not starting: listening on every network interface") and "no API key" in err
+    assert "SPECULA_API_KEY=KEY" in err and "--api-key KEY" in err and "Bearer KEY" in err
+    assert "loading" not in err
+    suggested = err.rstrip().rsplit(" ", 1)[1]
+    assert len(suggested) >= 32  # a key made at random, to copy
+    assert main(["serve", "--model", missing, "--draft", "none", "--host", "10.0.0.7", "--api-key", " "]) == 2
+    assert "Not starting: listening on 10.0.0.7" in capsys.readouterr().err
+
+    # With the key in the environment the check passes, and the model's load is what fails here.
+    monkeypatch.setenv("SPECULA_API_KEY", KEY)
+    assert main(["serve", "--model", missing, "--draft", "none", "--host", "0.0.0.0"]) == 2
+    err = capsys.readouterr().err
+    assert "Not starting" not in err and "loading model.gguf" in err
 
 
 def test_server_requests_never_draft_from_the_users_history():

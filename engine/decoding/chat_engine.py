@@ -59,6 +59,7 @@ class EngineInfo:
     speculation_note: str = ""  # why speculation is off, or why the draft model is not used ("" when neither)
     mtp: str = ""  # the target's MTP head: "" (its file has none), "loaded" or why it is not used
     mtp_bytes: int = 0  # the head's weights (loaded or not)
+    n_ctx_train: int = 0  # the context the target was trained with (its GGUF says); 0: not known
 
     def memory_text(self) -> str:
         """ "hybrid: attention + recurrent state (checkpoints 1.2 MB)" for the target, and the draft's if it differs."""
@@ -195,6 +196,7 @@ class Engine:
             speculation_note=self.speculation_note,
             mtp="loaded" if t.mtp is not None else t.mtp_problem,
             mtp_bytes=t.info.mtp_bytes,
+            n_ctx_train=t.n_ctx_train,
         )
 
     @property

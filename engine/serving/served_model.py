@@ -43,7 +43,10 @@ def model_names(path: str, target_name: str, model_id: str = "") -> tuple[str, .
 
 
 def model_card(path: str, names: tuple[str, ...], info: EngineInfo) -> dict:
-    """/v1/models' entry for the loaded model."""
+    """/v1/models' entry for the loaded model: OpenAI's fields, and the context it was loaded with
+    where other clients look for it. `max_model_len` is vLLM's name (its ModelCard) for the tokens
+    a request may use, prompt and answer together; `meta` follows llama-server's object, whose
+    `n_ctx_train` is the model's trained context (not what is loaded), with `n_ctx` beside it."""
     try:
         created = int(os.path.getmtime(path))
     except OSError:
@@ -53,7 +56,14 @@ def model_card(path: str, names: tuple[str, ...], info: EngineInfo) -> dict:
         "object": "model",
         "created": created,
         "owned_by": "specula",
-        "meta": {"name": info.target_name, "draft": info.draft_name, "n_ctx": info.n_ctx, "backend": info.backend},
+        "max_model_len": info.n_ctx,
+        "meta": {
+            "name": info.target_name,
+            "draft": info.draft_name,
+            "n_ctx": info.n_ctx,
+            "n_ctx_train": info.n_ctx_train or None,
+            "backend": info.backend,
+        },
     }
 
 

@@ -84,7 +84,11 @@ class LocalServer:
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> str:
-        """Bind, start serving, and return the base URL (…/v1). Raises OSError (port taken…)."""
+        """Bind, start serving, and return the base URL (…/v1).
+
+        Raises OpenServerRefused before binding when the host reaches beyond loopback with no API
+        key (ServerConfig.check), OSError when binding fails (the port is taken…)."""
+        self.config.check()
         self._socket = bind(self.config.host, self.config.port)
         self.port = self._socket.getsockname()[1]
         config = uvicorn.Config(
@@ -192,7 +196,9 @@ def serve_engine(
     sampling: SamplingParams | None = None,
     spec: SpecParams | None = None,
 ) -> HeadlessServer:
-    """Serve a loaded engine; from now on only the engine's new thread may use it. Raises OSError.
+    """Serve a loaded engine; from now on only the engine's new thread may use it.
+
+    Raises OpenServerRefused (beyond loopback without an API key) or OSError, as LocalServer.start.
 
     sampling, spec: how requests are answered unless they say otherwise (see ServedModel).
     """

@@ -11,6 +11,8 @@ The public API, by what a caller does:
 - fail clearly: `EngineError` and its kinds in `engine.errors`, where `user_message(error)` turns
   any exception into text for a person;
 - manage models (no model loaded): `engine.models` (library, hub, download, starter);
+- chat with another computer's OpenAI-compatible server: `engine.remote` (`RemoteServer`, its
+  streamed records and `RemoteFigures`, the `RemoteError` kinds);
 - the user's history index (drafts from earlier conversations): `Engine(history_dir=...)` opens it,
   `Engine.chat(remember=...)` adds to it; with no model loaded, `engine.history.store`
   (`forget_everywhere`, `erase_everywhere`, `disk_bytes`) and `engine.paths.history_dir()`.

@@ -30,11 +30,13 @@ from app.bridge.context_counter import ContextCounter
 from app.bridge.draft_offer import DraftIdleWatch
 from app.bridge.local_server import LocalServerController
 from app.bridge.model_controller import EngineState, ModelController
+from app.bridge.remote_catalog import RemoteCatalog
 from app.bridge.worker import EngineHost
 from app.chat.chat_header import ChatHeader
 from app.chat.chat_view import ChatView
 from app.chat.composer import Composer
 from app.chat.sidebar import Sidebar
+from app.core.api_keys import ApiKeys
 from app.core.chat_settings import ChatSettings
 from app.core.export import export_file_name, write_export
 from app.core.load_guard import LoadGuard
@@ -78,7 +80,10 @@ class MainWindow(QMainWindow):
         # A model that failed is not reloaded unasked: the guard's record sits beside the settings.
         self.models = ModelController(self.host, LoadGuard.beside(settings_path), self, library=library)
         self.draft_watch = DraftIdleWatch(self.host.worker, self)
-        self.answers = AnswerController(self.host, self.store, self.models, self)
+        # Remote engines' API keys: the system keyring, or this session's memory where there is none.
+        self.api_keys = ApiKeys()
+        self.answers = AnswerController(self.host, self.store, self.models, self, api_keys=self.api_keys)
+        self.remote_catalog = RemoteCatalog(self.api_keys.get, self)
         self.session = ChatSession(
             self.store, self.host, self.models, self.answers, lambda: self.settings, self.save_settings, self
         )
@@ -91,6 +96,7 @@ class MainWindow(QMainWindow):
         self._build()
         self.menus = build_menus(self)
         self._connect()
+        self.remote_catalog.set_engines(self.settings.remote_engines)  # none added: nothing is asked
         self.header.colours_button.setChecked(self.settings.show_token_colours)
         self.refresh_sidebar()
         self._restore_geometry()
@@ -172,6 +178,8 @@ class MainWindow(QMainWindow):
         header.model_picker.target_chosen.connect(self.models.use_model)
         header.model_picker.draft_chosen.connect(lambda entry: s.use_draft(str(entry.path) if entry else ""))
         header.model_picker.eject_requested.connect(s.eject)
+        header.model_picker.remote_chosen.connect(s.use_remote)
+        self.remote_catalog.changed.connect(lambda: header.model_picker.set_remote(self.remote_catalog.choices()))
         self.welcome.starter_requested.connect(self.assemble_starter)
         self.welcome.download_requested.connect(self.open_downloader)
         self.welcome.add_file_requested.connect(self.add_model_file)
@@ -185,6 +193,7 @@ class MainWindow(QMainWindow):
         s.answer_ended.connect(self._on_answer_ended)
         s.comparison_changed.connect(self._show_comparison)
         s.chat_settings_changed.connect(self._update_chat_button)
+        s.models_chosen.connect(self._update_picker)
         s.busy_changed.connect(composer.set_busy)
         s.busy_changed.connect(view.set_busy)
         s.conversations_changed.connect(self.refresh_sidebar)
@@ -322,7 +331,11 @@ class MainWindow(QMainWindow):
 
     def open_settings(self) -> None:
         dialog = SettingsDialog(
-            self.settings, self.models.library, parent=self, erase_history=lambda: self.host.forget_history(None)
+            self.settings,
+            self.models.library,
+            parent=self,
+            erase_history=lambda: self.host.forget_history(None),
+            api_keys=self.api_keys,
         )
         dialog.download_requested.connect(self.open_downloader)
         if dialog.exec():
@@ -332,6 +345,7 @@ class MainWindow(QMainWindow):
         previous, self.settings = self.settings, new
         self.save_settings()
         self.session.follow_settings(previous)
+        self.remote_catalog.set_engines(new.remote_engines)
         self.server.refresh_model()  # the server's defaults follow the settings
         self.chat_view.set_show_reasoning(new.show_reasoning)
 
@@ -495,6 +509,7 @@ class MainWindow(QMainWindow):
         self.host.shutdown()  # bounded: cancels the answer, a load or the starter assembly
         self.models.wait(3000)  # a library read ends by itself; its result goes nowhere
         self.header.model_picker.tasks.wait(3000)
+        self.remote_catalog.wait(3000)  # a model list asked of a remote engine ends within its timeout
         self.answers.close()  # the answer that streamed is kept, marked stopped
         self.settings.window_geometry = bytes(self.saveGeometry().toBase64()).decode()
         self.settings.splitter_state = bytes(self.splitter.saveState().toBase64()).decode()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import pathlib
+import socket
 
 import pytest
 
@@ -19,6 +20,7 @@ from app.bridge.model_controller import EngineState, ModelController
 from app.bridge.worker import EngineHost
 from app.core.chat_settings import ChatSettings
 from app.core.load_guard import LoadGuard
+from app.core.remote_engines import RemoteEngine, remote_ref
 from app.core.settings import ModelSettings, Settings
 from app.core.store import Role, Store
 from app.session.chat_session import ChatSession
@@ -36,6 +38,7 @@ SIGNALS = [
     "answer_ended",
     "comparison_changed",
     "chat_settings_changed",
+    "models_chosen",
     "busy_changed",
     "conversations_changed",
     "conversation_deleted",
@@ -291,3 +294,31 @@ def test_settings_applied_reload_what_changed_and_only_that(rig):
     rig.session.follow_settings(previous)
     assert len(rig.host.loads) == loads + 1 and rig.host.loads[-1][0].path == rig.other
     assert rig.session.chat_settings.target == rig.other and rig.models.state == EngineState.LOADING
+
+
+def test_a_remote_model_is_this_chats_alone_and_loads_nothing_here(qtbot, rig):
+    rig.load()
+    loads = len(rig.host.loads)
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        engine = RemoteEngine("GPU box", f"http://127.0.0.1:{probe.getsockname()[1]}/v1")
+    rig.settings.remote_engines = [engine]
+    ref = remote_ref(engine.id, "big-model")
+
+    rig.session.use_remote(ref)
+
+    assert rig.session.remote and rig.session.chat_settings.target == ref
+    assert rig.settings.target.path == rig.target and rig.named("models_chosen") == [()]  # the app's default stays
+    assert len(rig.host.loads) == loads and not rig.session.follow_chat_models()
+    assert rig.session.send_message("Hello?", [])
+    assert rig.host.requests == []  # never the local engine
+    qtbot.waitUntil(lambda: not rig.session.busy, timeout=30_000)
+    (ended, _shown) = rig.named("answer_ended")[-1]
+    assert ended.finish_reason == FinishReason.ERROR and "Could not reach" in ended.error
+
+    rig.settings.remote_engines = []  # removed in Settings: the chat says so and goes on with the app's model
+    conversation = rig.session.conversation.id
+    rig.session.new_conversation()
+    rig.events.clear()
+    rig.session.open_conversation(conversation)
+    assert not rig.session.remote and "remote engine that was removed" in rig.named("notice")[-1][0]

@@ -4,27 +4,44 @@ The controller owns the running job, the tick that writes it to the store and re
 statistics, and the engine's answer signals. It never touches a widget: it emits what the window
 shows (tokens of the conversation on screen, busy, the end of an answer, notices), and the window
 wires those to its widgets. Tests drive it with a fake EngineHost that emits the worker's signals.
+
+A chat whose target is a remote model ("remote:<engine id>/<model>", app.core.remote_engines) is
+answered by that engine's server through RemoteAnswers instead of the EngineHost: its signals have
+the worker's shapes and its request ids a range of their own, so both arrive at the same slots and
+the answer is recorded the same way. Nothing of it reaches the engine thread or the history index.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.bridge.host import EngineHostApi
 from app.bridge.model_controller import ModelController
+from app.bridge.remote_answers import SHUTDOWN_WAIT_S as REMOTE_SHUTDOWN_S
+from app.bridge.remote_answers import RemoteAnswers, is_remote_request
 from app.bridge.worker import RequestPurpose
 from app.core.answers import STORE_WRITE_ERRORS, AnswerRecorder, answer_params, sampling_from_params, write_problem
 from app.core.attachments import prompt_text
 from app.core.figures import compare_texts
+from app.core.remote_engines import parse_remote_ref
 from app.core.settings import Settings
 from app.core.store import Message, Role, Store, history
 from engine import DoneEvent, FinishReason, RoundEvent
-from engine.config import ChatMessage, DrafterMode, SpecParams
+from engine.config import ChatMessage, DrafterMode, SamplingParams, SpecParams
+from engine.errors import user_message
+from engine.remote import RemoteError, RemoteServer
 
 TICK_MS = 250  # store writes and live statistics while an answer streams
+
+
+class ApiKeySource(Protocol):
+    """Where remote engines' API keys are kept (app.core.api_keys.ApiKeys)."""
+
+    def get(self, engine_id: str) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -49,12 +66,25 @@ class AnswerController(QObject):
     notice = Signal(str)  # a problem to show the user (a failed store write, a failed comparison)
     status_message = Signal(str)  # a passing remark (the status bar)
 
-    def __init__(self, host: EngineHostApi, store: Store, models: ModelController, parent: QObject | None = None):
-        """host: the EngineHost, or a fake that satisfies the same Protocol (tests)."""
+    def __init__(
+        self,
+        host: EngineHostApi,
+        store: Store,
+        models: ModelController,
+        parent: QObject | None = None,
+        *,
+        remote: RemoteAnswers | None = None,
+        api_keys: ApiKeySource | None = None,
+    ):
+        """host: the EngineHost, or a fake that satisfies the same Protocol (tests).
+        remote: what streams remote answers (None: one of its own, shut down by close()).
+        api_keys: the remote engines' keys by engine id (None: every remote engine is asked without a key)."""
         super().__init__(parent)
         self.host = host
         self.store = store
         self.models = models
+        self.remote = remote if remote is not None else RemoteAnswers(self)
+        self.api_keys = api_keys
         self.job: Job | None = None
         self.shown_conversation: int | None = None  # the conversation on screen (set by the window)
         self._tick = QTimer(self)
@@ -65,6 +95,9 @@ class AnswerController(QObject):
         w.round_finished.connect(self._on_round)
         w.answer_finished.connect(self._on_done)
         w.answer_failed.connect(self._on_failed)
+        self.remote.token_received.connect(self._on_token)
+        self.remote.answer_finished.connect(self._on_done)
+        self.remote.answer_failed.connect(self._on_failed)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -111,6 +144,8 @@ class AnswerController(QObject):
         seed = s.seed if s.seed >= 0 else random.randrange(1, 2**31 - 1)
         sampling, spec = s.sampling(seed), s.spec()
         chat = chat_messages(history(messages), s.system_prompt)
+        if (ref := parse_remote_ref(s.target.path or "")) is not None:
+            return self._ask_remote(conversation_id, chat, s, sampling, spec, ref, variant_of)
         params = answer_params(sampling, spec, s.system_prompt, *self.models.model_names(s))
         try:
             message = self.store.add_message(
@@ -131,12 +166,65 @@ class AnswerController(QObject):
         self._set_busy(True)
         return message
 
+    def _ask_remote(
+        self,
+        conversation_id: int,
+        chat: list[ChatMessage],
+        s: Settings,
+        sampling: SamplingParams,
+        spec: SpecParams,
+        ref: tuple[str, str],
+        variant_of: int | None,
+    ) -> Message | None:
+        """ask() for a remote model: the engine's server streams it; it is never remembered."""
+        engine_id, model = ref
+        engine = s.remote_engine(engine_id)
+        if engine is None:
+            self.notice.emit(
+                "This chat's remote engine was removed from Settings; choose another model for it "
+                "(the model picker in the chat's header). No answer was started."
+            )
+            return None
+        key = self.api_keys.get(engine.id) if self.api_keys is not None else None
+        try:
+            server = RemoteServer(engine.base_url, key)
+        except RemoteError as e:
+            self.notice.emit(f"{engine.name}: {user_message(e)} No answer was started.")
+            return None
+        params = answer_params(sampling, spec, s.system_prompt, model, None)
+        params["spec"] = {}  # the server decides how it speculates; its figures say what it did
+        params["remote"] = {"engine": engine.name, "host": engine.host, "model": model}
+        try:
+            message = self.store.add_message(
+                conversation_id, Role.ASSISTANT, "", complete=False, params=params, variant_of=variant_of
+            )
+        except STORE_WRITE_ERRORS as e:
+            server.close()
+            self.notice.emit(write_problem(e, "a new answer") + " No answer was started.")
+            return None
+        request_id = self.remote.answer(server, model, chat, sampling)
+        rec = AnswerRecorder(self.store, message, request_id, on_write_error=self.notice.emit)
+        rec.stats.backend = f"remote · {engine.host}"
+        rec.stats.remote = {"host": engine.host}  # the server's figures arrive with the end
+        self.job = rec
+        self.answer_started.emit(message)
+        self._set_busy(True)
+        return message
+
     def compare(self, answer: Message, messages_before: list[Message]) -> bool:
         """Rerun the answer with plain decoding (same prompt and sampling) to measure its speed-up.
 
-        It runs beside the chat: sending a message meanwhile stops it (see ask).
+        It runs beside the chat: sending a message meanwhile stops it (see ask). A remote answer
+        has no local plain run to compare with: refused, with a notice.
         """
         if answer.stats is None or self.active is not None:
+            return False
+        if remote := answer.params.get("remote"):
+            where = f" on {remote['host']}" if isinstance(remote, dict) and remote.get("host") else " remotely"
+            self.notice.emit(
+                f"Compare with plain decoding runs on this computer's model, and this answer was computed{where}: "
+                "there is no plain run here to compare it with. The server's own figures are under the answer."
+            )
             return False
         if self.comparing is not None:
             self.notice.emit("A comparison is running already: wait for it, or stop it with Esc.")
@@ -154,7 +242,13 @@ class AnswerController(QObject):
     def stop(self) -> None:
         """Stop what runs (within one decode step); its end arrives as usual."""
         if self.job is not None:
-            self.host.stop(self.job.request_id)
+            self._stop_request(self.job.request_id)
+
+    def _stop_request(self, request_id: int) -> None:
+        if is_remote_request(request_id):
+            self.remote.stop(request_id)
+        else:
+            self.host.stop(request_id)
 
     def _stop_comparison(self, job: CompareJob, why: str) -> None:
         """Stop a comparison now: its late events are ignored, the answer shows what it had before."""
@@ -165,9 +259,11 @@ class AnswerController(QObject):
         self.comparison_changed.emit(job.message_id, answer.comparison if answer else None, False)
         self.status_message.emit(why)
 
-    def close(self) -> None:
-        """The app is closing (the engine thread has ended): keep what was shown, marked stopped."""
+    def close(self, remote_wait_s: float = REMOTE_SHUTDOWN_S) -> None:
+        """The app is closing (the engine thread has ended): keep what was shown, marked stopped.
+        A remote answer's stream is closed and its thread waited for, remote_wait_s at most."""
         self._tick.stop()
+        self.remote.shutdown(remote_wait_s)
         if self.active is not None:
             self.active.cancel()
         self.job = None
@@ -193,6 +289,8 @@ class AnswerController(QObject):
         if not isinstance(rec, AnswerRecorder):
             return
         token = rec.add_token(text, source, round_index, reasoning)
+        if is_remote_request(request_id):  # no rounds count it: a remote answer's live count is its pieces
+            rec.stats.n_tokens += 1
         if self._shown(rec.message):
             if reasoning:
                 self.reasoning_arrived.emit(rec.message.id, text)

@@ -279,8 +279,11 @@ class MessageWidget(QFrame):
             self.role_label.setText("You")
         else:
             self.set_assistant_name(m.params.get("target") or "Assistant")
-            draft = m.params.get("draft")
-            self.meta_label.setText(f"with {draft}" if draft else "")
+            draft, remote = m.params.get("draft"), m.params.get("remote")
+            if isinstance(remote, dict) and remote.get("host"):  # where it was computed, always said
+                self.meta_label.setText(f"on {remote['host']} (remote)")
+            else:
+                self.meta_label.setText(f"with {draft}" if draft else "")
             self.meta_label.setToolTip(self.meta_label.text())
         if m.error:
             # The engine's advice names no front end's controls; here the context is a setting.

@@ -1,5 +1,9 @@
 """The chat header's model picker: the target, a draft among the compatible ones only, and Eject.
 
+Remote engines' models (app.bridge.remote_catalog) are offered after the local ones, badged
+"remote · host"; choosing one emits remote_chosen: that chat's answers are computed there, and the
+draft is the remote server's business (the draft list is disabled).
+
 The library is read on a pool thread (BackgroundTasks): a scan stats files and reads new headers,
 and judging drafts reads vocabularies. Which drafts are offered is ModelLibrary.draft_choices'
 answer, never worked out here. Choosing only emits a signal: the window loads through
@@ -24,6 +28,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.bridge.hub_tasks import BackgroundTasks
+from app.bridge.remote_catalog import RemoteChoice
+from app.core.remote_engines import is_remote, parse_remote_ref
 from engine.errors import EngineError
 
 NO_DRAFT = "No draft model"
@@ -31,6 +37,7 @@ NO_DRAFT = "No draft model"
 
 class ModelPicker(QWidget):
     target_chosen = Signal(object)  # a ModelEntry: chat with it (the window picks its best draft)
+    remote_chosen = Signal(str)  # a remote engine's model (its reference): this chat's answers are computed there
     draft_chosen = Signal(object)  # a ModelEntry, or None for no draft model
     eject_requested = Signal(str)  # "target" (both models go) or "draft" (the target stays)
 
@@ -42,6 +49,8 @@ class ModelPicker(QWidget):
         self.target_path = ""  # what the settings choose
         self.draft_path = ""
         self.loaded: dict[str, str] = {}  # path -> "target" / "draft": in memory now
+        self.remote: list = []  # RemoteChoice: the remote engines' models, after the local ones
+        self._last = None  # the newest library read, shown again when the remote models change
         self._filling = False
 
         self.target_combo = _combo("Target model: the one that writes the answer")
@@ -81,6 +90,12 @@ class ModelPicker(QWidget):
         self._update_eject()
         self.refresh()
 
+    def set_remote(self, choices: list) -> None:
+        """The remote engines' models (app.bridge.remote_catalog.RemoteChoice), offered after the local ones."""
+        self.remote = list(choices)
+        if self._last is not None:
+            self._show(self._last)
+
     def set_loaded(self, loaded: dict[str, str]) -> None:
         self.loaded = dict(loaded)
         self._update_eject()
@@ -92,7 +107,7 @@ class ModelPicker(QWidget):
             library = library_getter()
             entries = library.scan()
             target = next((e for e in entries if str(e.path) == target_path), None)
-            if target is None and target_path:
+            if target is None and target_path and not is_remote(target_path):
                 try:  # chosen by path in the settings, outside the folders the library scans
                     target = library.describe(target_path)
                 except (OSError, EngineError):
@@ -114,17 +129,24 @@ class ModelPicker(QWidget):
     # -- display --------------------------------------------------------------------------------
 
     def _show(self, result) -> None:
+        self._last = result
         entries, target, choices = result
+        remote = next((r for r in self.remote if r.ref == self.target_path), None)
         self._filling = True
         try:
             self.target_combo.clear()
-            if target is None:
-                self.target_combo.addItem("Choose a model…", None)
+            if target is None and remote is None:
+                self.target_combo.addItem(_unlisted(self.target_path), None)
             for e in entries:
                 self.target_combo.addItem(_label(e), e)
                 self.target_combo.setItemData(self.target_combo.count() - 1, _tip(e), _TOOLTIP)
-            if target is not None:
-                self.target_combo.setCurrentIndex(self.target_combo.findData(target))
+            if self.remote and entries:
+                self.target_combo.insertSeparator(self.target_combo.count())
+            for r in self.remote:
+                self.target_combo.addItem(r.label, r)
+                self.target_combo.setItemData(self.target_combo.count() - 1, r.tooltip, _TOOLTIP)
+            if target is not None or remote is not None:
+                self.target_combo.setCurrentIndex(self.target_combo.findData(target or remote))
             self.draft_combo.clear()
             self.draft_combo.addItem(NO_DRAFT, None)
             for e in choices.offered if choices else []:
@@ -135,7 +157,7 @@ class ModelPicker(QWidget):
                 0,
             )
             self.draft_combo.setCurrentIndex(current)
-            self.draft_combo.setEnabled(target is not None)
+            self.draft_combo.setEnabled(target is not None)  # a remote engine drafts on its own
             hidden = len(choices.hidden) if choices else 0
             note = f" ({hidden} other models cannot draft for it; Settings says why)" if hidden else ""
             self.draft_combo.setToolTip(self.draft_combo.toolTip().split(" (")[0] + note)
@@ -148,7 +170,12 @@ class ModelPicker(QWidget):
 
     def _target_activated(self, index: int) -> None:
         entry = self.target_combo.itemData(index)
-        if entry is not None and not self._filling and str(entry.path) != self.target_path:
+        if entry is None or self._filling:
+            return
+        if isinstance(entry, RemoteChoice):
+            if entry.ref != self.target_path:
+                self.remote_chosen.emit(entry.ref)
+        elif str(entry.path) != self.target_path:
             self.target_chosen.emit(entry)
 
     def _draft_activated(self, index: int) -> None:
@@ -183,7 +210,10 @@ class _ElidingCombo(QComboBox):
         entry = self.currentData()
         text = option.currentText
         if entry is not None and metrics.horizontalAdvance(text) > room:
-            sized = f"{_size(entry)} · {entry.title}" if _size(entry) else entry.title
+            if isinstance(entry, RemoteChoice):  # where it runs comes first: "remote · Qwen3-…"
+                sized = f"remote · {entry.title}"
+            else:
+                sized = f"{_size(entry)} · {entry.title}" if _size(entry) else entry.title
             text = metrics.elidedText(sized, Qt.TextElideMode.ElideRight, room)
         option.currentText = text
         painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, option)
@@ -203,7 +233,15 @@ def _combo(tip: str) -> QComboBox:
 def _size(entry) -> str:
     """The size the name itself says ("0.5B"; the parameter count includes embeddings: 630M), else the count."""
     named = re.search(r"\b\d+(\.\d+)?[BbMm]\b", entry.title)
-    return named.group(0) if named else entry.size_label if entry.n_params else ""
+    if named:
+        return named.group(0)
+    return entry.size_label if getattr(entry, "n_params", 0) else ""
+
+
+def _unlisted(target_path: str) -> str:
+    """The first item when the chosen model is not among those listed."""
+    remote = parse_remote_ref(target_path)
+    return f"{remote[1]} · remote (not reachable now)" if remote else "Choose a model…"
 
 
 def _label(entry) -> str:

@@ -26,6 +26,7 @@ from app.core.figures import (
     estimate_text,
     figures,
     history_dropped_note,
+    remote_summary,
     settings_summary,
 )
 from app.ui import theme
@@ -122,7 +123,8 @@ class StatsFooter(QWidget):
             note = "\n".join(n for n in (note, history_dropped_note(stats.n_history_dropped)) if n)
         self.state_label.setText(note)
         self.state_label.setVisible(bool(note))
-        self.compare_button.setEnabled(state not in ("streaming", "incomplete", "error") and bool(stats))
+        remote = bool(stats and stats.remote)  # no local plain run to compare a remote answer with
+        self.compare_button.setEnabled(state not in ("streaming", "incomplete", "error") and bool(stats) and not remote)
         measured = self.comparison if state != "streaming" else None
         items = figures(stats, self.params, measured) if stats and stats.n_tokens else []
         self._set_figures(items)
@@ -130,7 +132,7 @@ class StatsFooter(QWidget):
         drafted = bool(stats and stats.n_drafted)  # an empty chart of zeros says nothing
         self.chart.setVisible(drafted)
         self.chart_caption.setVisible(drafted)
-        self.details_button.setVisible(bool(stats and stats.rounds))
+        self.details_button.setVisible(bool(stats and (stats.rounds or stats.remote)))
         if self.details is not None and self.details.isVisible() and stats:
             self.details.set_stats(stats, self.params)
 
@@ -146,7 +148,7 @@ class StatsFooter(QWidget):
             self.comparison_label.setText(comparison_text(comparison))
         self.comparison_label.setVisible(running or bool(comparison))
         self.plain_button.setVisible(not running and "plain_text" in (comparison or {}))
-        self.compare_button.setEnabled(not running and bool(self.stats))
+        self.compare_button.setEnabled(not running and bool(self.stats) and not (self.stats and self.stats.remote))
         if comparison and comparison is not self.comparison:
             self.comparison = comparison
             self.set_stats(self.stats, self.state)  # the measured figure replaces the estimate
@@ -202,6 +204,7 @@ class DetailsPanel(QFrame):
         grid.setHorizontalSpacing(12)
         grid.setVerticalSpacing(4)
         grid.setColumnStretch(1, 1)
+        self._headings: dict[QWidget, QLabel] = {}
 
         def row(heading: str, widget: QWidget, align: Qt.AlignmentFlag | None = None) -> QWidget:
             r = grid.rowCount()
@@ -209,6 +212,7 @@ class DetailsPanel(QFrame):
                 label = QLabel(f"<b>{heading}</b>")
                 label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
                 grid.addWidget(label, r, 0)
+                self._headings[widget] = label
             if isinstance(widget, QLabel):
                 widget.setWordWrap(True)
             grid.addWidget(widget, r, 1, align or Qt.AlignmentFlag(0))
@@ -229,6 +233,18 @@ class DetailsPanel(QFrame):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
     def set_stats(self, stats: AnswerStats, params: dict) -> None:
+        local = not stats.remote  # a remote server reports no rounds: its figures in words instead
+        charts = (self.accepted_chart, self.length_chart, self.legend, self.histogram, self.time_bar)
+        for widget in (*charts, self.time_legend, self.estimate):
+            widget.setVisible(local)
+            if widget in self._headings:
+                self._headings[widget].setVisible(local)
+        self._headings[self.drafters].setText("<b>Drafters</b>" if local else "<b>Remote server</b>")
+        self.settings.setText(settings_summary(params, stats))
+        if not local:
+            self.drafters.setText(remote_summary(stats))
+            self.prompt.setText(f"{stats.n_prompt_tokens} tokens, as the server counted them")
+            return
         pal = self.palette()
         self.accepted_chart.set_rounds(stats.rounds)
         self.length_chart.set_rounds(stats.rounds)
@@ -259,5 +275,4 @@ class DetailsPanel(QFrame):
             f"{stats.n_prompt_tokens} tokens, {stats.n_prompt_evaluated} evaluated in {stats.prompt_s:.2f} s "
             f"({stats.prompt_tps:.0f} tok/s), the rest reused from the cache{dropped}"
         )
-        self.settings.setText(settings_summary(params, stats))
         self.estimate.setText(estimate_text(stats))

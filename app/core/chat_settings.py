@@ -14,6 +14,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from app.core.remote_engines import is_remote, parse_remote_ref
 from app.core.settings import RANGES, Settings
 
 # The sampling settings a chat may set for itself, with the words the dialog uses.
@@ -32,7 +33,7 @@ INTEGER_FIELDS = {"top_k", "max_tokens", "seed"}
 class ChatSettings:
     preset: str = ""  # the preset the system prompt came from ("": none, or edited since)
     system_prompt: str | None = None  # None: the app's system prompt
-    target: str = ""  # a model file chosen in this chat ("": the app's default)
+    target: str = ""  # a model file chosen in this chat, or a remote model's reference ("": the app's default)
     draft: str = ""  # the draft chosen with it ("": none); used only with target
     sampling: dict[str, float] = field(default_factory=dict)  # SAMPLING_FIELDS this chat sets
 
@@ -40,20 +41,24 @@ class ChatSettings:
     def is_default(self) -> bool:
         return self.to_dict() == {}
 
-    def applied_to(self, settings: Settings, exists=os.path.isfile) -> Settings:
-        """A copy of settings with this chat's choices in it (a model file that is gone is not used)."""
+    def applied_to(self, settings: Settings, exists=None) -> Settings:
+        """A copy of settings with this chat's choices in it (a model that is gone is not used).
+        exists: whether a model path is there (default: a file on disk, or an engine in the settings)."""
+        exists = exists or (lambda path: model_available(path, settings))
         result = copy.deepcopy(settings)
         if self.system_prompt is not None:
             result.system_prompt = self.system_prompt
         if self.target and exists(self.target):
             result.target.path = self.target
-            result.draft.path = self.draft if self.draft and exists(self.draft) else ""
+            result.draft.path = self.draft if self.draft and exists(self.draft) and not is_remote(self.target) else ""
         for name, value in self.sampling.items():
             setattr(result, name, value)
         return result
 
-    def missing_model(self, exists=os.path.isfile) -> str:
-        """The model file this chat chose, if it is no longer there ("" otherwise)."""
+    def missing_model(self, settings: Settings | None = None, exists=None) -> str:
+        """The model this chat chose, if it is no longer there (a file deleted, a remote engine removed
+        from settings; "" otherwise)."""
+        exists = exists or (lambda path: model_available(path, settings) if settings else os.path.isfile(path))
         return self.target if self.target and not exists(self.target) else ""
 
     def summary(self, presets: dict[str, str]) -> list[str]:
@@ -65,7 +70,8 @@ class ChatSettings:
             else:
                 lines.append("Its own system prompt")
         if self.target:
-            lines.append("Model: " + os.path.basename(self.target))
+            remote = parse_remote_ref(self.target)
+            lines.append(f"Model: {remote[1]} (remote)" if remote else "Model: " + os.path.basename(self.target))
         for name, value in self.sampling.items():
             lines.append(f"{SAMPLING_FIELDS[name]}: {format_value(name, value)}")
         return lines
@@ -102,6 +108,14 @@ class ChatSettings:
             if name in SAMPLING_FIELDS and (number := _number(name, value)) is not None:
                 chat.sampling[name] = number
         return chat
+
+
+def model_available(path: str, settings: Settings) -> bool:
+    """A model file on disk, or a model of a remote engine the settings still have."""
+    remote = parse_remote_ref(path)
+    if remote is None:
+        return os.path.isfile(path)
+    return settings.remote_engine(remote[0]) is not None
 
 
 def _number(name: str, value) -> float | int | None:

@@ -43,7 +43,10 @@ NOTHING_DRAFTED = ("nothing drafted", "No draft tokens: the drafter found nothin
 
 def headline(stats: AnswerStats, params: dict | None = None, comparison: dict | None = None) -> tuple[str, str]:
     """What speculation was worth, in one figure: measured once Compare has run, else estimated,
-    or in words when nothing was drafted (a "≈0.98×" there would read as a broken feature)."""
+    or in words when nothing was drafted (a "≈0.98×" there would read as a broken feature).
+    A remote answer's headline is where it was computed (no plain run here to measure against)."""
+    if stats.remote:
+        return remote_where(stats.remote)
     measured = (comparison or {}).get("measured_speedup", 0.0)
     if measured > 0:
         return (
@@ -62,6 +65,8 @@ def headline(stats: AnswerStats, params: dict | None = None, comparison: dict | 
 
 def figures(stats: AnswerStats, params: dict | None = None, comparison: dict | None = None) -> list[tuple[str, str]]:
     """The footer's figures, each with its tooltip."""
+    if stats.remote:
+        return remote_figures(stats)
     items = [headline(stats, params, comparison)]
     if stats.n_drafted:
         items.append(
@@ -87,6 +92,87 @@ def figures(stats: AnswerStats, params: dict | None = None, comparison: dict | N
             )
         )
     return items
+
+
+# -- a remote answer: the server's figures, labelled by who measured them --------------------------
+
+REMOTE_SOURCES = {"specula": "Specula", "llama-server": "llama-server", "vllm": "vLLM", "sglang": "SGLang"}
+NO_SERVER_FIGURES = "the server gave no speculation figures"
+
+
+def remote_where(remote: dict) -> tuple[str, str]:
+    host = remote.get("host") or "a remote server"
+    return (
+        f"computed on {host}",
+        f"This answer was computed by the server at {host}, not on this computer; the chat itself is kept only here.",
+    )
+
+
+def remote_speculation(remote: dict) -> tuple[str, str]:
+    """The server's speculation in words, named by the server that reported it."""
+    label = REMOTE_SOURCES.get(remote.get("source", ""))
+    note = remote.get("note") or ""
+    if label is None:  # the client's own figures only (or none recorded)
+        return NO_SERVER_FIGURES, note or "The server reported nothing about speculative decoding."
+    n_drafted, n_accepted, rate = remote.get("n_drafted"), remote.get("n_accepted"), remote.get("acceptance_rate")
+    said = f"As {label} reported it for this answer."
+    if n_drafted is None:
+        return f"{label}: no speculation figures", note or said
+    if n_drafted == 0:
+        return f"{label}: nothing drafted", note or said
+    if rate is None:
+        return f"{label}: {n_drafted} drafted tokens", said
+    counted = f" {n_accepted} of {n_drafted} drafted tokens accepted." if n_accepted is not None else " Its own rate."
+    return f"{label}: {rate:.0%} of {n_drafted} drafted tokens accepted", said + counted
+
+
+def remote_figures(stats: AnswerStats) -> list[tuple[str, str]]:
+    """The footer's figures of a remote answer: where, the server's speculation, and what was
+    measured on this computer (the network's time included)."""
+    remote = stats.remote
+    items = [remote_where(remote)]
+    if "source" in remote:  # known once the answer ended (not while it streams, nor when it failed)
+        items.append(remote_speculation(remote))
+    server_tps = remote.get("server_tps")
+    server = f" The server measured {server_tps:.1f} tok/s itself." if server_tps else ""
+    if remote.get("client_tps"):
+        items.append(
+            (
+                f"{remote['client_tps']:.1f} tok/s measured here",
+                "Tokens per second as this computer received them, after the first; the network's pace is "
+                f"in it.{server}",
+            )
+        )
+    elif server_tps:
+        items.append((f"{server_tps:.1f} tok/s (server)", "Tokens per second as the server measured them."))
+    tokens = f"{stats.n_tokens} token{'' if stats.n_tokens == 1 else 's'}"
+    items.append((tokens, "Tokens in this answer, as the server counted them (else the pieces it streamed)."))
+    if remote.get("client_ttft_s"):
+        items.append(
+            (
+                f"first token {remote['client_ttft_s']:.2f} s measured here",
+                "From sending the request to the first text, measured on this computer: the network and "
+                "the server reading the prompt are both in it.",
+            )
+        )
+    return items
+
+
+def remote_summary(stats: AnswerStats) -> str:
+    """The Details panel's lines for a remote answer."""
+    remote = stats.remote
+    lines = [remote_where(remote)[0]]
+    if "source" in remote:
+        words, tip = remote_speculation(remote)
+        lines.append(words + (f" ({tip})" if words == NO_SERVER_FIGURES and tip else ""))
+    if remote.get("server_tps"):
+        lines.append(f"{remote['server_tps']:.1f} tok/s as the server measured it")
+    if remote.get("client_tps"):
+        lines.append(f"{remote['client_tps']:.1f} tok/s measured here")
+    if remote.get("client_ttft_s"):
+        lines.append(f"first token after {remote['client_ttft_s']:.2f} s measured here")
+    lines.append("rounds are not reported by remote servers")
+    return "<br>".join(lines)
 
 
 def comparison_text(comparison: dict) -> str:

@@ -16,6 +16,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from app.core.remote_engines import RemoteEngine, engine_from_dict
 from app.core.set_aside import move_aside
 from engine.config import GPU_LAYERS_AUTO, DrafterMode, ModelSpec, SamplingParams, SpecParams
 from engine.json_file import write_json
@@ -94,6 +95,9 @@ class Settings:
     # Per model file: a chat format preset name (llama.cpp's) or a Jinja template, instead of the model's own.
     chat_templates: dict[str, str] = field(default_factory=dict)
     base_model_notices: list[str] = field(default_factory=list)  # files whose "base model" notice was shown
+    # Other computers' servers the user added (name, address, id); none until they add one. Their API
+    # keys are in the system keyring (app.core.api_keys), never here.
+    remote_engines: list[RemoteEngine] = field(default_factory=list)
     window_geometry: str = ""  # Qt's saveGeometry(), base64
     splitter_state: str = ""
 
@@ -141,6 +145,10 @@ class Settings:
         except ValueError:
             mode = DrafterMode.AUTO
         return SpecParams(mode=mode, draft_length=self.draft_length or None, history=self.history_drafting)
+
+    def remote_engine(self, engine_id: str) -> RemoteEngine | None:
+        """The remote engine the user added under this id; None if there is none (any more)."""
+        return next((e for e in self.remote_engines if e.id == engine_id), None)
 
     def load_key(self) -> tuple:
         """What needs a model reload when it changes."""
@@ -204,6 +212,25 @@ def _unreadable(cls, path: Path | None, error: Exception) -> Settings:
     return settings
 
 
+def _remote_engines(value: object, problems: list[str], name: str) -> list[RemoteEngine]:
+    """The usable entries of value; each one dropped (a malformed entry, an id seen before) is named."""
+    if not isinstance(value, list):
+        problems.append(f"{name}: {value!r} is not a list of remote engines; using none")
+        return []
+    engines: list[RemoteEngine] = []
+    for index, entry in enumerate(value):
+        try:
+            engine = engine_from_dict(entry)
+        except ValueError as e:
+            problems.append(f"{name}[{index}]: left out, {e}")
+            continue
+        if any(e.id == engine.id for e in engines):
+            problems.append(f"{name}[{index}]: left out, its id is used by an earlier entry")
+            continue
+        engines.append(engine)
+    return engines
+
+
 def _from_dict(cls, data: dict, problems: list[str], prefix: str = ""):
     """cls from data: wrong types and NaN fall back to the default, numbers are clamped to RANGES."""
     default = cls()
@@ -218,6 +245,9 @@ def _from_dict(cls, data: dict, problems: list[str], prefix: str = ""):
                 values[f.name] = _from_dict(ModelSettings, value, problems, name + ".")
             else:
                 problems.append(f"{name}: {value!r} is not a model entry; using none")
+            continue
+        if f.name == "remote_engines":
+            values[f.name] = _remote_engines(value, problems, name)
             continue
         if isinstance(current, dict):
             ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())

@@ -38,10 +38,12 @@ from PySide6.QtWidgets import (
 
 from app.bridge.hub_tasks import BackgroundTasks
 from app.chat.rich_text import TextPane
+from app.core.api_keys import ApiKeys
 from app.core.attachments import human_size
 from app.core.settings import RANGES, ModelSettings, Settings
 from app.dialogs.chat_format_settings import ChatFormatControls
 from app.dialogs.downloads import download_button
+from app.dialogs.remote_engines_dialog import RemoteEnginesDialog
 from app.ui import theme
 from engine.config import GPU_LAYERS_ALL, GPU_LAYERS_AUTO, DrafterMode
 from engine.errors import EngineError, user_message
@@ -172,16 +174,21 @@ class SettingsDialog(QDialog):
         *,
         history_dir: Path | None = None,
         erase_history: Callable[[], None] | None = None,
+        api_keys: ApiKeys | None = None,
     ):
         """history_dir: the history indexes (default: the data folder's). erase_history: erases them
         through the engine thread (the window's; it also empties a loaded model's index); None: the
-        dialog deletes the folder itself (no engine running)."""
+        dialog deletes the folder itself (no engine running). api_keys: where remote engines' keys
+        are kept (the window's, so keys kept for the session only outlive this dialog); None: the
+        dialog makes its own when Remote engines… is first opened."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.library = library
         self.history_dir = history_dir if history_dir is not None else default_history_dir()
         self._erase_history = erase_history
         self.original = settings
+        self.api_keys = api_keys
+        self.remote_engines = list(settings.remote_engines)
         self.entries = []
         self.tasks = BackgroundTasks(self, max_threads=1)
         self._models_request = 0  # only the newest library read is shown
@@ -254,6 +261,19 @@ class SettingsDialog(QDialog):
         self.download_button = download_button("Download models…", "Browse and download models from Hugging Face")
         self.download_button.clicked.connect(self.download_requested)
         form.addRow("", self.download_button)
+        self.remote_button = QPushButton("Remote engines…")
+        self.remote_button.setToolTip(
+            "Add, edit or remove other computers' servers (another Specula, llama-server, vLLM, SGLang) "
+            "whose models you can chat with"
+        )
+        self.remote_button.clicked.connect(self.edit_remote_engines)
+        self.remote_summary = QLabel()
+        self.remote_summary.setWordWrap(True)
+        theme.tint(self.remote_summary)
+        row = QHBoxLayout()
+        row.addWidget(self.remote_button)
+        row.addWidget(self.remote_summary, 1)
+        form.addRow("Remote", row)
 
         self.context = QSpinBox()
         self.context.setRange(*RANGES["context_size"])
@@ -480,6 +500,8 @@ class SettingsDialog(QDialog):
         self.load_mtp.setChecked(s.load_mtp)
         self._load_generation(s)
         self.chat_tab.load(s.chat_templates, s.target.path, s.show_reasoning)
+        self.remote_engines = list(s.remote_engines)
+        self._show_remote_summary()
 
     def _load_generation(self, s: Settings) -> None:
         self.temperature.setValue(s.temperature)
@@ -535,6 +557,28 @@ class SettingsDialog(QDialog):
             history_drafting=self.history_drafting.isChecked(),
             chat_templates=self.chat_tab.result(),
             show_reasoning=self.chat_tab.show_reasoning.isChecked(),
+            remote_engines=list(self.remote_engines),
+        )
+
+    # -- remote engines -----------------------------------------------------------------------
+
+    def remote_engines_dialog(self) -> RemoteEnginesDialog:
+        """The Remote engines dialog for the engines as they stand here (not yet shown)."""
+        if self.api_keys is None:
+            self.api_keys = ApiKeys()
+        return RemoteEnginesDialog(self.remote_engines, self.api_keys, self)
+
+    def edit_remote_engines(self) -> None:
+        dialog = self.remote_engines_dialog()
+        if dialog.exec() == QDialog.DialogCode.Accepted:
+            self.remote_engines = dialog.engines()
+            self._show_remote_summary()
+        dialog.deleteLater()
+
+    def _show_remote_summary(self) -> None:
+        names = [e.name for e in self.remote_engines]
+        self.remote_summary.setText(
+            f"{len(names)} added: {', '.join(names)}" if names else "none: every model runs on this computer"
         )
 
     # -- models -------------------------------------------------------------------------------

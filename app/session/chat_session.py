@@ -24,6 +24,7 @@ from app.bridge.model_controller import EngineState, ModelController
 from app.core.answers import STORE_WRITE_ERRORS, write_problem
 from app.core.attachments import Attachment
 from app.core.chat_settings import ChatSettings
+from app.core.remote_engines import is_remote, parse_remote_ref
 from app.core.settings import Settings
 from app.core.store import Conversation, Message, Role, Store, title_from
 
@@ -47,6 +48,7 @@ class ChatSession(QObject):
     answer_ended = Signal(object, bool)  # Message (stored, complete), whether it is on screen
     comparison_changed = Signal(int, object, bool)  # answer id, comparison dict or None, running
     chat_settings_changed = Signal()  # this chat's own settings
+    models_chosen = Signal()  # the chat on screen (and perhaps the app) chose other models
     busy_changed = Signal(bool)
     conversations_changed = Signal()  # the list of chats (titles, order, pins)
     conversation_deleted = Signal(int, str)  # id, title: the sidebar offers Undo
@@ -135,9 +137,15 @@ class ChatSession(QObject):
         if job := self.answers.comparing:
             self.comparison_changed.emit(job.message_id, None, True)  # still comparing it
         self.chat_settings_changed.emit()
-        if missing := self.chat_settings.missing_model():
+        if missing := self.chat_settings.missing_model(self.settings):
+            remote = parse_remote_ref(missing)
+            gone = (
+                f"{remote[1]} on a remote engine that was removed from Settings"
+                if remote
+                else f"{Path(missing).name}, which is no longer on this computer"
+            )
             self.notice.emit(
-                f"This chat used {Path(missing).name}, which is no longer on this computer: it continues with "
+                f"This chat used {gone}: it continues with "
                 f"{Path(self.settings.target.path).name or 'the model you choose'}.",
                 "info",
             )
@@ -210,13 +218,16 @@ class ChatSession(QObject):
         self.chat_settings_changed.emit()
 
     def choose_models(self, target: str, draft: str) -> None:
-        """The user chose models: the app's default from now on, and remembered by the chat on screen."""
-        settings = self.settings
-        settings.target.path, settings.draft.path = target, draft
-        self._save_settings()
+        """The user chose models: remembered by the chat on screen, and the app's default from now on
+        unless it is a remote model (the app's default is what loads at start, on this computer)."""
+        if not is_remote(target):
+            settings = self.settings
+            settings.target.path, settings.draft.path = target, draft
+            self._save_settings()
         chat = self.chat_settings
         chat.target, chat.draft = target, draft
         self.set_chat_settings(chat)
+        self.models_chosen.emit()
 
     @Slot(str, str)
     def use_models(self, target: str, draft: str) -> None:
@@ -230,7 +241,7 @@ class ChatSession(QObject):
         new = self.settings
         if (new.target.path, new.draft.path) != (previous.target.path, previous.draft.path):
             self.choose_models(new.target.path, new.draft.path)
-        reload = (
+        reload = not self.remote and (
             self.effective_settings().load_key() != self.models.loaded_key or self.models.state == EngineState.FAILED
         )
         if reload and new.target.path:
@@ -239,8 +250,20 @@ class ChatSession(QObject):
         elif new.chat_template() != previous.chat_template() and self.models.state == EngineState.READY:
             self.host.set_chat_template(new.chat_template())
 
+    def use_remote(self, ref: str) -> None:
+        """Chat with a remote engine's model (its reference) from now on: nothing loads here."""
+        self.choose_models(ref, "")
+
+    @property
+    def remote(self) -> bool:
+        """The conversation on screen is answered by a remote engine."""
+        return is_remote(self.effective_settings().target.path)
+
     def load_models(self) -> bool:
-        """Load the models the conversation on screen uses (its own, or the app's); False: none is chosen."""
+        """Load the models the conversation on screen uses (its own, or the app's); False: none is chosen.
+        A remote model needs nothing loaded here: True."""
+        if self.remote:
+            return True
         return self.models.load(self.effective_settings())
 
     def follow_chat_models(self) -> bool:
@@ -248,7 +271,7 @@ class ChatSession(QObject):
 
         Not while an answer runs or waits for its models: that one keeps the models it was asked with.
         """
-        if self.busy or self.models.state not in (EngineState.READY, EngineState.FAILED):
+        if self.busy or self.models.state not in (EngineState.READY, EngineState.FAILED) or self.remote:
             return False
         settings = self.effective_settings()
         if not settings.target.path or settings.load_key() == self.models.loaded_key:
@@ -360,7 +383,7 @@ class ChatSession(QObject):
 
         replacing: the answer a regenerate hid; shown again if no new answer starts.
         """
-        if self.models.state == EngineState.LOADING or self.follow_chat_models():
+        if not self.remote and (self.models.state == EngineState.LOADING or self.follow_chat_models()):
             self._wait(WaitingAnswer(self.conversation.id, variant_of, replacing))
             return None
         answer = self.answers.ask(self.conversation.id, self.messages, self.effective_settings(), variant_of)

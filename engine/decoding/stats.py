@@ -81,6 +81,9 @@ class AnswerStats:
     plain_estimate_s: float = 0.0  # what plain decoding would have taken for these tokens (see below)
     backend: str = ""
     plain_reason: str = ""  # why this answer was decoded plainly whatever the settings (a model that cannot roll back)
+    # An answer computed by a remote server: its figures as plain data (source, n_drafted, n_accepted,
+    # acceptance_rate, server_tps, client_tps, client_ttft_s, note, host); empty for a local answer.
+    remote: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.rounds = [Round.of(r) for r in self.rounds]

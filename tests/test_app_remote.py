@@ -1,0 +1,110 @@
+"""The real window with a remote engine: a Specula server on loopback (tests/test_remote_servers.py's
+subprocess fixture) added in the settings, its model picked in the chat header, an answer streamed
+from it with the server's figures, a Stop, and a server gone. The local model stays loaded and
+untouched throughout. Waits are bounded; nothing asserts a duration.
+"""
+# ruff: noqa: F811  (pytest fixtures imported from tests.app_helpers)
+
+from __future__ import annotations
+
+import socket
+
+from app.bridge.remote_catalog import RemoteChoice
+from app.core.remote_engines import RemoteEngine, remote_ref
+from app.core.store import Role
+from engine import FinishReason
+from tests import test_remote_servers
+from tests.app_helpers import ANSWER_TIMEOUT_MS, ask, make_window, smol_settings, wait_answer  # noqa: F401 (a fixture)
+from tests.test_remote_servers import KEY, SPECULA_MODEL
+
+specula = test_remote_servers.specula  # the server subprocess, for this module too
+
+LIST_TIMEOUT_MS = 60_000
+
+
+def _window_with_engine(qtbot, make_window, smollm2_path, url: str, key: str | None = KEY):
+    engine = RemoteEngine("Test box", url)
+    settings = smol_settings(smollm2_path, max_tokens=40)
+    settings.remote_engines = [engine]
+    window = make_window(settings)
+    if key:
+        window.api_keys.set(engine.id, key)  # as the Remote engines dialog does
+        window.remote_catalog.refresh()
+    return window, engine
+
+
+def _pick_remote(qtbot, window, ref: str) -> None:
+    """Choose the remote model in the chat header's target list, as a user would."""
+    combo = window.header.model_picker.target_combo
+
+    def offered() -> int:
+        return next((i for i in range(combo.count()) if getattr(combo.itemData(i), "ref", None) == ref), -1)
+
+    qtbot.waitUntil(lambda: offered() >= 0, timeout=LIST_TIMEOUT_MS)
+    index = offered()
+    assert isinstance(combo.itemData(index), RemoteChoice) and "remote · 127.0.0.1" in combo.itemText(index)
+    combo.setCurrentIndex(index)
+    combo.activated.emit(index)
+
+
+def test_a_chat_picks_a_remote_model_and_its_answers_come_from_there(qtbot, make_window, smollm2_path, specula):
+    _server, url = specula
+    window, engine = _window_with_engine(qtbot, make_window, smollm2_path, url)
+    ref = remote_ref(engine.id, SPECULA_MODEL)
+    local = window.settings.target.path
+    loaded_key = window.models.loaded_key
+
+    _pick_remote(qtbot, window, ref)
+
+    assert window.session.chat_settings.target == ref and window.session.remote
+    assert window.settings.target.path == local  # the app's default stays the local model
+    assert window.models.loaded_key == loaded_key and not window.session.busy  # nothing loads here
+    answer = ask(qtbot, window, "Count from 1 to 5.")
+    assert answer.role == Role.ASSISTANT and answer.content and answer.complete
+    assert answer.params["remote"]["host"] == "127.0.0.1" and answer.stats.remote["source"] == "specula"
+    widget = window.chat_view.message_widget(answer.id)
+    footer = " ".join(label.text() for label in widget.footer.figure_labels)
+    assert "computed on 127.0.0.1" in footer
+    assert window.models.loaded_key == loaded_key  # the local model was never asked
+
+    # The chat keeps its remote model across a restart of the app's view of it.
+    conversation = window.session.conversation.id
+    window.session.new_conversation()
+    assert not window.session.remote
+    window.session.open_conversation(conversation)
+    assert window.session.remote and window.header.model_picker.target_path == ref
+
+
+def test_stop_ends_a_remote_answer_with_its_text_so_far(qtbot, make_window, smollm2_path, specula):
+    _server, url = specula
+    window, engine = _window_with_engine(qtbot, make_window, smollm2_path, url)
+    _pick_remote(qtbot, window, remote_ref(engine.id, SPECULA_MODEL))
+    window.settings.max_tokens = 400
+    ask(qtbot, window, "Count from 1 to 200, separated by commas.", wait=False)
+    qtbot.waitUntil(
+        lambda: len(window.session.messages) == 2 and bool(window.answers.active and window.answers.active.text),
+        timeout=ANSWER_TIMEOUT_MS,
+    )
+    window.session.stop()
+    wait_answer(qtbot, window)
+    stopped = window.store.message(window.session.messages[-1].id)
+    assert stopped.finish_reason == FinishReason.CANCELLED and stopped.content
+
+
+def test_a_remote_engine_that_is_gone_says_so_and_loses_nothing(qtbot, make_window, smollm2_path):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    window, engine = _window_with_engine(qtbot, make_window, smollm2_path, f"http://127.0.0.1:{port}/v1", key=None)
+    qtbot.waitUntil(lambda: engine.id in window.remote_catalog.problems, timeout=LIST_TIMEOUT_MS)
+    assert "Could not reach" in window.remote_catalog.problems[engine.id]
+    ref = remote_ref(engine.id, "big-model")
+    window.session.use_remote(ref)  # chosen earlier, when it was there
+    picker = window.header.model_picker
+    qtbot.waitUntil(lambda: "not reachable" in picker.target_combo.itemText(0), timeout=LIST_TIMEOUT_MS)
+
+    ask(qtbot, window, "Are you there?")
+    question, answer = window.store.messages(window.session.conversation.id)
+    assert question.content == "Are you there?"  # kept
+    assert answer.finish_reason == FinishReason.ERROR and "Could not reach" in answer.error
+    assert not window.session.busy

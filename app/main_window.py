@@ -44,6 +44,7 @@ from app.core.settings import Settings
 from app.core.store import Conversation, Role, Store
 from app.dialogs.chat_settings_dialog import ChatSettingsDialog
 from app.dialogs.downloads import close_downloaders, open_downloader, open_library
+from app.dialogs.remote_engines_dialog import RemoteEnginesDialog
 from app.dialogs.server_panel import ServerPanel, ServerStatusLabel
 from app.dialogs.settings_dialog import SettingsDialog
 from app.dialogs.welcome import WelcomePanel
@@ -179,6 +180,7 @@ class MainWindow(QMainWindow):
         header.model_picker.draft_chosen.connect(lambda entry: s.use_draft(str(entry.path) if entry else ""))
         header.model_picker.eject_requested.connect(s.eject)
         header.model_picker.remote_chosen.connect(s.use_remote)
+        header.model_picker.add_remote_requested.connect(self.open_remote_engines)
         self.remote_catalog.changed.connect(lambda: header.model_picker.set_remote(self.remote_catalog.choices()))
         self.welcome.starter_requested.connect(self.assemble_starter)
         self.welcome.download_requested.connect(self.open_downloader)
@@ -340,6 +342,14 @@ class MainWindow(QMainWindow):
         dialog.download_requested.connect(self.open_downloader)
         if dialog.exec():
             self.apply_settings(dialog.result_settings())
+
+    def open_remote_engines(self) -> None:
+        """Settings' Remote engines dialog, on its own (from the chat header's model list)."""
+        dialog = RemoteEnginesDialog(self.settings.remote_engines, self.api_keys, self)
+        if dialog.exec():
+            self.settings.remote_engines = dialog.engines()
+            self.save_settings()
+            self.remote_catalog.set_engines(self.settings.remote_engines)
 
     def apply_settings(self, new: Settings) -> None:
         previous, self.settings = self.settings, new

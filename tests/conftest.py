@@ -53,6 +53,21 @@ def isolated_home(tmp_path, monkeypatch):
     return tmp_path / "home"
 
 
+@pytest.fixture(autouse=True)
+def no_system_keyring():
+    """No test reaches the user's real keyring: remote engines' keys go to keyring's fail backend
+    (the app keeps them for the session, as on a machine without one) unless a test sets another."""
+    import keyring
+    import keyring.backends.fail
+
+    before = keyring.get_keyring()
+    keyring.set_keyring(keyring.backends.fail.Keyring())
+    try:
+        yield
+    finally:
+        keyring.set_keyring(before)
+
+
 def pytest_sessionstart(session):
     """llama.cpp can kill the whole process on some CPUs (its AMX kernels did: llama.cpp #20824),
     and most tests load models in-process. Decode batches once in a subprocess first, so such a

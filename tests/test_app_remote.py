@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import socket
 
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
 from app.bridge.remote_catalog import RemoteChoice
+from app.chat.model_picker import ADD_REMOTE
 from app.core.remote_engines import RemoteEngine, remote_ref
+from app.core.settings import Settings
 from app.core.store import Role
+from app.dialogs.remote_engines_dialog import RemoteEnginesDialog
 from engine import FinishReason
 from tests import test_remote_servers
 from tests.app_helpers import ANSWER_TIMEOUT_MS, ask, make_window, smol_settings, wait_answer  # noqa: F401 (a fixture)
+from tests.test_remote_engines_settings import fill
 from tests.test_remote_servers import KEY, SPECULA_MODEL
 
 specula = test_remote_servers.specula  # the server subprocess, for this module too
@@ -108,3 +115,28 @@ def test_a_remote_engine_that_is_gone_says_so_and_loses_nothing(qtbot, make_wind
     assert question.content == "Are you there?"  # kept
     assert answer.finish_reason == FinishReason.ERROR and "Could not reach" in answer.error
     assert not window.session.busy
+
+
+def test_an_engine_added_from_the_chat_headers_model_list_offers_its_models(qtbot, make_window, smollm2_path, specula):
+    _server, url = specula
+    window = make_window(smol_settings(smollm2_path))
+    combo = window.header.model_picker.target_combo
+    qtbot.waitUntil(lambda: combo.findData(ADD_REMOTE) >= 0, timeout=LIST_TIMEOUT_MS)
+    shown = combo.currentText()
+
+    def add_engine() -> None:
+        dialog = QApplication.activeModalWidget()
+        assert isinstance(dialog, RemoteEnginesDialog)
+        fill(dialog, qtbot, "Test box", url, KEY)  # typed, as a user would
+        dialog.accept()
+
+    QTimer.singleShot(0, add_engine)
+    index = combo.findData(ADD_REMOTE)
+    combo.setCurrentIndex(index)
+    combo.activated.emit(index)
+
+    (engine,) = window.settings.remote_engines
+    assert engine.name == "Test box" and Settings.load(Settings.default_path()).remote_engines == [engine]
+    assert window.api_keys.get(engine.id) == KEY and KEY not in Settings.default_path().read_text()
+    assert combo.currentText() == shown  # the chat's model stays chosen
+    _pick_remote(qtbot, window, remote_ref(engine.id, SPECULA_MODEL))

@@ -39,7 +39,7 @@ def test_rename_survives_a_restart(tmp_path, qwen_paths):
 
 
 def _combo_paths(combo) -> list[str]:
-    return [str(combo.itemData(i).path) for i in range(combo.count()) if combo.itemData(i) is not None]
+    return [str(combo.itemData(i).path) for i in range(combo.count()) if hasattr(combo.itemData(i), "path")]
 
 
 def test_picker_offers_only_compatible_drafts_and_loads_the_choice(qtbot, make_window, qwen_paths, smollm2_path):

@@ -33,11 +33,13 @@ from app.core.remote_engines import is_remote, parse_remote_ref
 from engine.errors import EngineError
 
 NO_DRAFT = "No draft model"
+ADD_REMOTE = "Add a remote engine…"  # the target list's last item (its own data too)
 
 
 class ModelPicker(QWidget):
     target_chosen = Signal(object)  # a ModelEntry: chat with it (the window picks its best draft)
     remote_chosen = Signal(str)  # a remote engine's model (its reference): this chat's answers are computed there
+    add_remote_requested = Signal()  # "Add a remote engine…": the window opens the Remote engines dialog
     draft_chosen = Signal(object)  # a ModelEntry, or None for no draft model
     eject_requested = Signal(str)  # "target" (both models go) or "draft" (the target stays)
 
@@ -145,6 +147,11 @@ class ModelPicker(QWidget):
             for r in self.remote:
                 self.target_combo.addItem(r.label, r)
                 self.target_combo.setItemData(self.target_combo.count() - 1, r.tooltip, _TOOLTIP)
+            self.target_combo.insertSeparator(self.target_combo.count())
+            self.target_combo.addItem(ADD_REMOTE, ADD_REMOTE)
+            self.target_combo.setItemData(
+                self.target_combo.count() - 1, "Chat with a model that another computer serves", _TOOLTIP
+            )
             if target is not None or remote is not None:
                 self.target_combo.setCurrentIndex(self.target_combo.findData(target or remote))
             self.draft_combo.clear()
@@ -172,7 +179,11 @@ class ModelPicker(QWidget):
         entry = self.target_combo.itemData(index)
         if entry is None or self._filling:
             return
-        if isinstance(entry, RemoteChoice):
+        if entry == ADD_REMOTE:
+            if self._last is not None:
+                self._show(self._last)  # the chat's model stays shown
+            self.add_remote_requested.emit()
+        elif isinstance(entry, RemoteChoice):
             if entry.ref != self.target_path:
                 self.remote_chosen.emit(entry.ref)
         elif str(entry.path) != self.target_path:
@@ -209,7 +220,7 @@ class _ElidingCombo(QComboBox):
         metrics = self.fontMetrics()
         entry = self.currentData()
         text = option.currentText
-        if entry is not None and metrics.horizontalAdvance(text) > room:
+        if entry is not None and entry != ADD_REMOTE and metrics.horizontalAdvance(text) > room:
             if isinstance(entry, RemoteChoice):  # where it runs comes first: "remote · Qwen3-…"
                 sized = f"remote · {entry.title}"
             else:

@@ -54,7 +54,9 @@ def _pick_remote(qtbot, window, ref: str) -> None:
     combo.activated.emit(index)
 
 
-def test_a_chat_picks_a_remote_model_and_its_answers_come_from_there(qtbot, make_window, smollm2_path, specula):
+def test_a_chat_picks_a_remote_model_and_its_answers_come_from_there(
+    qtbot, make_window, smollm2_path, specula, tmp_path
+):
     _server, url = specula
     window, engine = _window_with_engine(qtbot, make_window, smollm2_path, url)
     ref = remote_ref(engine.id, SPECULA_MODEL)
@@ -73,6 +75,16 @@ def test_a_chat_picks_a_remote_model_and_its_answers_come_from_there(qtbot, make
     footer = " ".join(label.text() for label in widget.footer.figure_labels)
     assert "computed on 127.0.0.1" in footer
     assert window.models.loaded_key == loaded_key  # the local model was never asked
+
+    # Regenerate keeps the first answer as an alternate, as with a local model; the export names the
+    # engine and never its key.
+    window.session.regenerate(answer.id)
+    wait_answer(qtbot, window)
+    again = window.session.messages[-1]
+    assert again.id != answer.id and again.group == answer.id and again.params["remote"]["host"] == "127.0.0.1"
+    window.write_export(window.session.conversation, "json", tmp_path / "chat.json")
+    exported = (tmp_path / "chat.json").read_text()
+    assert '"engine": "Test box"' in exported and KEY not in exported
 
     # The chat keeps its remote model across a restart of the app's view of it.
     conversation = window.session.conversation.id

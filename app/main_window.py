@@ -40,6 +40,7 @@ from app.core.api_keys import ApiKeys
 from app.core.chat_settings import ChatSettings
 from app.core.export import export_file_name, write_export
 from app.core.load_guard import LoadGuard
+from app.core.remote_engines import parse_remote_ref
 from app.core.settings import Settings
 from app.core.store import Conversation, Role, Store
 from app.dialogs.chat_settings_dialog import ChatSettingsDialog
@@ -125,6 +126,7 @@ class MainWindow(QMainWindow):
             self._context_source,
             lambda: (self.composer.text(), self.composer.attachments, self.composer.editing_id),
             self,
+            remote=self._remote_host,
         )
         self.welcome = WelcomePanel(starter_available=_starter_available())
 
@@ -215,6 +217,12 @@ class MainWindow(QMainWindow):
         self.model_status = ModelStatus(self.models, self)
         for changed in (self.models.load_started, self.models.ready, self.models.unloaded):
             changed.connect(self._update_picker)
+
+    def _remote_host(self) -> str:
+        """The host of the remote engine answering the chat on screen ("" for this computer)."""
+        ref = parse_remote_ref(self.session.effective_settings().target.path)
+        engine = self.settings.remote_engine(ref[0]) if ref else None
+        return engine.host if engine else ""
 
     def _context_source(self) -> tuple:
         """What the context meter counts: the messages, the system prompt and the answer's token budget."""

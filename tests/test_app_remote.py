@@ -68,6 +68,9 @@ def test_a_chat_picks_a_remote_model_and_its_answers_come_from_there(
     assert window.session.chat_settings.target == ref and window.session.remote
     assert window.settings.target.path == local  # the app's default stays the local model
     assert window.models.loaded_key == loaded_key and not window.session.busy  # nothing loads here
+    # The server's tokenizer and context decide what fits: the meter says so rather than count here.
+    qtbot.waitUntil(lambda: "127.0.0.1" in window.composer.meter.label.text(), timeout=LIST_TIMEOUT_MS)
+    assert not window.composer.meter.warning.isVisible()
     answer = ask(qtbot, window, "Count from 1 to 5.")
     assert answer.role == Role.ASSISTANT and answer.content and answer.complete
     assert answer.params["remote"]["host"] == "127.0.0.1" and answer.stats.remote["source"] == "specula"
@@ -90,6 +93,7 @@ def test_a_chat_picks_a_remote_model_and_its_answers_come_from_there(
     conversation = window.session.conversation.id
     window.session.new_conversation()
     assert not window.session.remote
+    qtbot.waitUntil(lambda: "/ 2,048 tokens" in window.composer.meter.label.text(), timeout=LIST_TIMEOUT_MS)
     window.session.open_conversation(conversation)
     assert window.session.remote and window.header.model_picker.target_path == ref
 

@@ -27,6 +27,7 @@ class CountDisplay(Protocol):
     def show_no_model(self) -> None: ...
     def show_count(self, count: TokenCount, warning: str) -> None: ...
     def show_failure(self, error: str) -> None: ...
+    def show_remote(self, host: str) -> None: ...
 
 
 class ContextCounter(QObject):
@@ -34,14 +35,24 @@ class ContextCounter(QObject):
 
     source() gives what the next answer would see: (the conversation's messages, the system prompt,
     the answer's token limit); draft() gives the message being typed (text, attachments, and the id
-    of the message being edited, whose successors sending would replace, or None).
+    of the message being edited, whose successors sending would replace, or None). remote() gives the
+    host of the remote engine that answers the conversation ("" for this computer): its tokenizer and
+    context are the server's, so nothing is counted here and the meter says so.
     """
 
     counted = Signal(object)  # the TokenCount just shown (tests wait on it)
 
-    def __init__(self, host: EngineHostApi, meter: CountDisplay, source: Callable, draft: Callable, parent=None):
+    def __init__(
+        self,
+        host: EngineHostApi,
+        meter: CountDisplay,
+        source: Callable,
+        draft: Callable,
+        parent=None,
+        remote: Callable[[], str] = lambda: "",
+    ):
         super().__init__(parent)
-        self.host, self.meter, self.source, self.draft = host, meter, source, draft
+        self.host, self.meter, self.source, self.draft, self.remote = host, meter, source, draft, remote
         self.latest: TokenCount | None = None
         self._asked = 0
         self._counted_messages: list[Message] = []
@@ -61,6 +72,10 @@ class ContextCounter(QObject):
     @Slot()
     def count_now(self) -> None:
         self.timer.stop()
+        if where := self.remote():
+            self._asked = 0  # a count still on its way is not shown
+            self.meter.show_remote(where)
+            return
         messages, system_prompt, max_tokens = self.source()
         text, attachments, editing_id = self.draft()
         if editing_id is not None:  # sending replaces the edited message and all after it

@@ -43,6 +43,15 @@ class ContextMeter(QWidget):
         self.setToolTip("The context meter counts the conversation's tokens once a model is loaded.")
         self.set_warning("")
 
+    def show_remote(self, host: str) -> None:
+        self.bar.setValue(0)
+        self.label.setText(f"Context: {host}'s")
+        self.setToolTip(
+            f"This chat's answers are computed on {host}: its own tokenizer and context size decide what fits, "
+            "so this computer does not count them."
+        )
+        self.set_warning("")
+
     def show_count(self, count: TokenCount, warning: str) -> None:
         share = count.n_tokens / count.n_ctx
         self.bar.setValue(min(1000, round(share * 1000)))

@@ -54,9 +54,10 @@ def isolated_home(tmp_path, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def no_system_keyring():
+def no_keyring():
     """No test reaches the user's real keyring: remote engines' keys go to keyring's fail backend
-    (the app keeps them for the session, as on a machine without one) unless a test sets another."""
+    (the app keeps them for the session, as on a machine without one) unless a test sets another.
+    A test about the no-keyring case names it, to say so."""
     import keyring
     import keyring.backends.fail
 

@@ -25,7 +25,16 @@ from engine.remote import RemoteServer
 from tests import test_remote_scripted
 from tests.app_helpers import ANSWER_TIMEOUT_MS, ask, make_window, wait_answer  # noqa: F401 (a fixture)
 from tests.test_app_remote import LIST_TIMEOUT_MS, _pick_remote, _window_with_engine
-from tests.test_remote_scripted import KEY, WAIT_S, chunk, cut_after, first_then_hang, send_json, streams
+from tests.test_remote_scripted import (
+    KEY,
+    WAIT_S,
+    busy_once_then,
+    chunk,
+    cut_after,
+    first_then_hang,
+    send_json,
+    streams,
+)
 
 # The scripted fault server (a thread for this module) and its per-test reset, used here by name.
 scripted_server = test_remote_scripted.scripted_server
@@ -257,20 +266,11 @@ def test_an_unknown_model_is_named_with_the_ones_the_server_has(qtbot, window_on
 
 def test_429_with_retry_after_then_the_answer_arrives(qtbot, window_on, scripted):
     window = window_on()
-    calls = []
-
-    def route(handler):
-        calls.append(1)
-        if len(calls) == 1:
-            send_json(handler, 429, {"error": {"message": "queue full"}}, {"Retry-After": "0"})
-        else:
-            behaves("Done, after the wait.")(handler)
-
-    scripted.routes[CHAT] = route
+    route = scripted.routes[CHAT] = busy_once_then(behaves("Done, after the wait."))
     ask(qtbot, window, QUESTION)
 
     question, answer = stored_pair(window)
-    assert question.content == QUESTION and len(calls) == 2
+    assert question.content == QUESTION and route.calls == 2
     assert (answer.content, answer.finish_reason, answer.error) == ("Done, after the wait.", FinishReason.STOP, None)
     body, _, error_shown = shown_texts(window, answer)
     assert "Done, after the wait." in body and not error_shown

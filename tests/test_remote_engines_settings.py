@@ -66,16 +66,6 @@ def memory_keyring():
         keyring.set_keyring(before)
 
 
-@pytest.fixture
-def no_keyring():
-    before = keyring.get_keyring()
-    keyring.set_keyring(keyring.backends.fail.Keyring())
-    try:
-        yield
-    finally:
-        keyring.set_keyring(before)
-
-
 # -- settings.json ----------------------------------------------------------------------------
 
 

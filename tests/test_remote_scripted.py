@@ -195,6 +195,21 @@ def first_then_hang(scripted: ScriptedServer):
     return route
 
 
+def busy_once_then(then):
+    """A route that answers 429 (Retry-After: 0) the first time and `then` from the second on;
+    .calls counts the requests it got."""
+
+    def route(handler):
+        route.calls += 1
+        if route.calls == 1:
+            send_json(handler, 429, {"error": {"message": "queue full"}}, {"Retry-After": "0"})
+        else:
+            then(handler)
+
+    route.calls = 0
+    return route
+
+
 def cut_after(*events):
     """A route that streams events and then drops the connection mid-body."""
 
@@ -452,16 +467,7 @@ def test_a_url_without_the_api_says_where_the_api_usually_is(scripted):
 
 
 def test_429_waits_for_retry_after_then_answers(scripted):
-    calls = []
-
-    def route(handler):
-        calls.append(1)
-        if len(calls) == 1:
-            send_json(handler, 429, {"error": {"message": "queue full"}}, {"Retry-After": "0"})
-        else:
-            streams(chunk(content="Done"), chunk(finish="stop"))(handler)
-
-    scripted.routes["POST /v1/chat/completions"] = route
+    scripted.routes["POST /v1/chat/completions"] = busy_once_then(streams(chunk(content="Done"), chunk(finish="stop")))
     with remote(scripted) as server:
         _, done = answer(server)
     assert done.text == "Done" and len(scripted.requests) == 2

@@ -147,12 +147,8 @@ class AnswerController(QObject):
         if (ref := parse_remote_ref(s.target.path or "")) is not None:
             return self._ask_remote(conversation_id, chat, s, sampling, spec, ref, variant_of)
         params = answer_params(sampling, spec, s.system_prompt, *self.models.model_names(s))
-        try:
-            message = self.store.add_message(
-                conversation_id, Role.ASSISTANT, "", complete=False, params=params, variant_of=variant_of
-            )
-        except STORE_WRITE_ERRORS as e:
-            self.notice.emit(write_problem(e, "a new answer") + " No answer was started.")
+        message = self._new_answer(conversation_id, params, variant_of)
+        if message is None:
             return None
         # The user's own answers feed the history index (Settings → Speculation), a comparison never.
         remember = conversation_id if s.history_drafting else None
@@ -161,10 +157,23 @@ class AnswerController(QObject):
             self.store, message, request.id, self.models.target_step_s, on_write_error=self.notice.emit
         )
         rec.stats.backend = self.models.info.backend if self.models.info else ""
+        return self._started(rec)
+
+    def _new_answer(self, conversation_id: int, params: dict, variant_of: int | None) -> Message | None:
+        """The answer's empty message in the store; None (and a notice) when it cannot be written."""
+        try:
+            return self.store.add_message(
+                conversation_id, Role.ASSISTANT, "", complete=False, params=params, variant_of=variant_of
+            )
+        except STORE_WRITE_ERRORS as e:
+            self.notice.emit(write_problem(e, "a new answer") + " No answer was started.")
+            return None
+
+    def _started(self, rec: AnswerRecorder) -> Message:
         self.job = rec
-        self.answer_started.emit(message)
+        self.answer_started.emit(rec.message)
         self._set_busy(True)
-        return message
+        return rec.message
 
     def _ask_remote(
         self,
@@ -194,22 +203,15 @@ class AnswerController(QObject):
         params = answer_params(sampling, spec, s.system_prompt, model, None)
         params["spec"] = {}  # the server decides how it speculates; its figures say what it did
         params["remote"] = {"engine": engine.name, "host": engine.host, "model": model}
-        try:
-            message = self.store.add_message(
-                conversation_id, Role.ASSISTANT, "", complete=False, params=params, variant_of=variant_of
-            )
-        except STORE_WRITE_ERRORS as e:
+        message = self._new_answer(conversation_id, params, variant_of)
+        if message is None:
             server.close()
-            self.notice.emit(write_problem(e, "a new answer") + " No answer was started.")
             return None
         request_id = self.remote.answer(server, model, chat, sampling)
         rec = AnswerRecorder(self.store, message, request_id, on_write_error=self.notice.emit)
         rec.stats.backend = f"remote · {engine.host}"
         rec.stats.remote = {"host": engine.host}  # the server's figures arrive with the end
-        self.job = rec
-        self.answer_started.emit(message)
-        self._set_busy(True)
-        return message
+        return self._started(rec)
 
     def compare(self, answer: Message, messages_before: list[Message]) -> bool:
         """Rerun the answer with plain decoding (same prompt and sampling) to measure its speed-up.

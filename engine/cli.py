@@ -115,12 +115,38 @@ def serve_args(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ORIGIN",
-        help="let web pages from ORIGIN call the server (repeatable; default: none)",
+        help="let web pages from ORIGIN call the server (repeatable; default: none; other pages get 403)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        type=allowed_host,
+        metavar="NAME",
+        help="also answer requests whose Host header is NAME, any port (repeatable): a reverse proxy's public "
+        "name, or *.example.com. By default only localhost, 127.0.0.1, [::1] and the --host address (with "
+        "0.0.0.0 or ::, also this computer's name and any IP address) are answered; other Hosts get 403, "
+        "which keeps out web pages that use DNS rebinding. '*' answers any name, for a reverse proxy that "
+        "rewrites nothing: it lets DNS rebinding in again unless there is an API key",
     )
     p.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes, help="larger request bodies get 413")
     p.add_argument("--max-tokens-limit", type=int, default=defaults.max_tokens_limit, help="larger max_tokens get 400")
     p.add_argument("--queue-limit", type=int, default=defaults.queue_limit, help="requests that may wait; more get 429")
     p.add_argument("--model-id", default="", help="the model's name in /v1/models (default: the file name)")
+
+
+def allowed_host(text: str) -> str:
+    """A --allow-host NAME: a host name or address, "*.suffix" or "*"; not a URL, no port."""
+    from engine.serving.config import host_name
+
+    name = host_name(text)
+    if not name or "/" in text or name != text.strip().lower().strip("[]").rstrip("."):
+        raise argparse.ArgumentTypeError(
+            f"expected a host name such as specula.example.com, without scheme or port: {text!r}"
+        )
+    if "*" in name and name != "*" and not (name.startswith("*.") and "*" not in name[2:]):
+        raise argparse.ArgumentTypeError(f"'*' goes alone or at the start, as in *.example.com: {text!r}")
+    return name
 
 
 def gpu_layers(text: str) -> int:
@@ -390,6 +416,7 @@ def server_config(args):
         port=args.port,
         api_key=args.api_key,
         cors_origins=tuple(args.cors_origin),
+        allowed_hosts=tuple(args.allow_host),
         max_body_bytes=args.max_body_bytes,
         max_tokens_limit=args.max_tokens_limit,
         queue_limit=args.queue_limit,

@@ -2,6 +2,7 @@
 the app's chat waits its turn behind a client's request (and says so in the status bar)."""
 # ruff: noqa: F811  (pytest fixtures imported from other test modules)
 
+import http.client
 import threading
 
 import openai
@@ -20,6 +21,16 @@ def server_status(window) -> ServerStatusLabel:
 
 def client_for(window) -> openai.OpenAI:
     return openai.OpenAI(base_url=window.server.url, api_key="none", max_retries=0, timeout=120)
+
+
+def raw_status(window, method: str, path: str, headers: dict, body: bytes | None = None) -> int:
+    port = int(window.server.url.rsplit(":", 1)[1].split("/")[0])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request(method, path, body, headers)
+        return conn.getresponse().status
+    finally:
+        conn.close()
 
 
 def test_the_switch_serves_the_loaded_model_and_logs_each_request(qtbot, make_window, smollm2_path):
@@ -41,6 +52,11 @@ def test_the_switch_serves_the_loaded_model_and_logs_each_request(qtbot, make_wi
     )
     assert answer.choices[0].message.content and answer.usage.completion_tokens <= 8
     qtbot.waitUntil(lambda: "POST /v1/chat/completions 200" in panel.log_view.toPlainText(), timeout=10_000)
+    # With no key, a web page is what could reach it: a rebound name and a text/plain post are refused.
+    assert raw_status(window, "GET", "/v1/models", {"Host": "attacker.test"}) == 403
+    assert raw_status(window, "POST", "/v1/completions", {"Content-Type": "text/plain"}, b'{"prompt": "x"}') == 415
+    qtbot.waitUntil(lambda: "POST /v1/completions 415" in panel.log_view.toPlainText(), timeout=10_000)
+    assert "GET /v1/models 403" in panel.log_view.toPlainText()
 
     panel.switch.setChecked(False)
     assert not window.server.running and window.server.queue is None

@@ -17,6 +17,8 @@ from engine.config import ModelSpec
 from engine.serving.config import ServerConfig, is_loopback
 
 KEY = "test-key-1234"
+PAGE = "https://notebook.example"  # the one web page's origin the server allows (--cors-origin)
+PROXY_NAME = "specula.test"  # a name it answers besides its own (--allow-host): a reverse proxy's
 MAX_BODY = 64 * 1024
 MAX_TOKENS_LIMIT = 1024
 WAIT_S = 60  # bound for polls: only a hang reaches it
@@ -30,7 +32,14 @@ def served(smollm2_path):
 
     spec = ModelSpec(smollm2_path, n_ctx=2048)
     engine = Engine(spec, spec)
-    config = ServerConfig(port=0, api_key=KEY, max_body_bytes=MAX_BODY, max_tokens_limit=MAX_TOKENS_LIMIT)
+    config = ServerConfig(
+        port=0,
+        api_key=KEY,
+        max_body_bytes=MAX_BODY,
+        max_tokens_limit=MAX_TOKENS_LIMIT,
+        cors_origins=(PAGE,),
+        allowed_hosts=(PROXY_NAME,),
+    )
     running = serve_engine(engine, config)
     yield running
     assert running.close()  # the server's and the engine's threads ended
@@ -56,16 +65,28 @@ def wait_for(condition, what: str):
     return value
 
 
-def raw_post(served, path: str, body: bytes, headers: dict | None = None) -> tuple[int, dict, dict]:
-    """A request the openai client cannot make (malformed JSON, no key): status, headers, JSON body."""
-    port = int(served.url.rsplit(":", 1)[1].split("/")[0])
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_S)
+def port_of(served) -> int:
+    return int(served.url.rsplit(":", 1)[1].split("/")[0])
+
+
+def raw_request(served, method: str, path: str, headers: dict, body: bytes | None = None) -> tuple[int, dict, bytes]:
+    """Sent as curl sends it, with these headers only (http.client adds Content-Length for a body,
+    Host only when headers have none, and Accept-Encoding): status, headers (lower case), body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port_of(served), timeout=WAIT_S)
     try:
-        conn.request("POST", path, body, {"Content-Type": "application/json", **(headers or {})})
+        conn.request(method, path, body, headers)
         response = conn.getresponse()
-        return response.status, dict(response.getheaders()), json.loads(response.read() or b"{}")
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
     finally:
         conn.close()
+
+
+def raw_post(served, path: str, body: bytes, headers: dict | None = None) -> tuple[int, dict, dict]:
+    """A request the openai client cannot make (malformed JSON, no key): status, headers, JSON body."""
+    status, got, answer = raw_request(
+        served, "POST", path, {"Content-Type": "application/json", **(headers or {})}, body
+    )
+    return status, got, json.loads(answer or b"{}")
 
 
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -255,9 +276,189 @@ def test_an_unknown_model_gets_404(client, served):
         client.models.retrieve("gpt-4o")
 
 
-def test_cors_is_off_unless_configured(served):
-    _, headers, _ = raw_post(served, "/v1/completions", b"{}", {**AUTH, "Origin": "https://evil.example"})
-    assert not any(name.lower().startswith("access-control-") for name in headers)
+# -- web pages: Host, Origin and Content-Type ----------------------------------------------------
+# A page the user opens may send requests to 127.0.0.1 (a form or a text/plain post needs no CORS
+# preflight), and through DNS rebinding read the answers under its own name. Each request here is
+# a valid one (key, JSON, fields) but for the one header a page would send.
+
+CHAT = json.dumps({"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2, "temperature": 0}).encode()
+
+
+@pytest.fixture
+def queue_changes(served):
+    """Every change to the engine's line during the test (a job joins, runs, leaves); empty: none ran."""
+    changes: list[str] = []
+
+    def listener():
+        changes.append("changed")
+
+    served.service.queue.add_listener(listener)
+    yield changes
+    served.service.queue.remove_listener(listener)
+
+
+def assert_refused_before_the_engine(served, status: int, body: bytes, code: str, queue_changes: list) -> dict:
+    error = json.loads(body)["error"]
+    assert error["code"] == code and error["type"] == "invalid_request_error" and error["message"]
+    record = served.log.records()[-1]  # the refusal is in the request log, and no job ran for it
+    assert record.finish == "rejected" and record.status == status and record.error == error["message"]
+    assert record.t_started is None and record.n_tokens == 0 and queue_changes == []
+    return error
+
+
+def test_a_request_to_another_host_is_refused_before_anything_runs(served, queue_changes):
+    headers = {**AUTH, "Host": f"evil.example:{port_of(served)}", "Content-Type": "application/json"}
+    status, got, body = raw_request(served, "POST", "/v1/chat/completions", headers, CHAT)
+    assert status == 403 and got["content-type"] == "application/json"
+    error = assert_refused_before_the_engine(served, 403, body, "host_not_allowed", queue_changes)
+    assert f"'evil.example:{port_of(served)}'" in error["message"] and "--allow-host NAME" in error["message"]
+    assert served.log.records()[-1].path == "/v1/chat/completions"
+
+
+def test_a_page_that_rebound_its_name_to_this_computer_reads_nothing(served):
+    """DNS rebinding: the page's own name now resolves to 127.0.0.1, so to the browser the server is
+    same-origin and the page could read what it answers; the Host still carries the page's name."""
+    for host in ("attacker.test", f"attacker.test:{port_of(served)}", f"localhost.attacker.test:{port_of(served)}"):
+        for path in ("/v1/models", f"/v1/models/{served.model_id}", "/health"):
+            for same_origin in ({}, {"Origin": f"http://{host}"}):
+                status, _, body = raw_request(served, "GET", path, {**AUTH, "Host": host, **same_origin})
+                assert status == 403 and json.loads(body)["error"]["code"] == "host_not_allowed", (host, path)
+                assert served.model_id.encode() not in body
+    status, _, body = raw_request(served, "GET", "/v1/models", {**AUTH, "Host": ""})
+    assert status == 403 and b"no Host header" in body
+
+
+def test_loopback_names_on_any_port_and_an_allowed_name_are_answered(served):
+    port = port_of(served)
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", "localhost", "LOCALHOST:80"):
+        status, _, body = raw_request(served, "GET", "/v1/models", {**AUTH, "Host": host})
+        assert status == 200 and json.loads(body)["data"][0]["id"] == served.model_id, host
+    # The name a reverse proxy passes on (--allow-host), on its own port: a whole answer comes back.
+    for host in (PROXY_NAME, "Specula.Test:443"):
+        headers = {**AUTH, "Host": host, "Content-Type": "application/json"}
+        status, _, body = raw_request(served, "POST", "/v1/chat/completions", headers, CHAT)
+        assert status == 200 and json.loads(body)["choices"][0]["message"]["content"], host
+    for host in (f"www.{PROXY_NAME}", f"{PROXY_NAME}.evil.example"):  # no wildcard was given
+        assert raw_request(served, "GET", "/v1/models", {**AUTH, "Host": host})[0] == 403
+
+
+def test_a_post_that_is_not_json_gets_415_before_its_body_is_read(served, queue_changes):
+    for sent in ("text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data"):
+        status, _, body = raw_request(served, "POST", "/v1/chat/completions", {**AUTH, "Content-Type": sent}, CHAT)
+        assert status == 415
+        error = assert_refused_before_the_engine(served, 415, body, "unsupported_media_type", queue_changes)
+        assert f"Content-Type {sent!r}" in error["message"] and "'Content-Type: application/json'" in error["message"]
+    status, _, body = raw_request(served, "POST", "/v1/completions", AUTH, CHAT)  # none at all
+    assert status == 415 and "came with no Content-Type" in json.loads(body)["error"]["message"]
+    # The key first: without it, 401 whatever the body.
+    assert raw_request(served, "POST", "/v1/completions", {"Content-Type": "text/plain"}, CHAT)[0] == 401
+
+    # Before the body: it is announced too large (which would be 413) and never sent, yet the answer comes.
+    import socket
+
+    port = port_of(served)
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT_S) as sock:
+        head = f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {KEY}\r\n"
+        sock.sendall(f"{head}Content-Type: text/plain\r\nContent-Length: {MAX_BODY * 4}\r\n\r\n".encode())
+        assert sock.recv(4096).startswith(b"HTTP/1.1 415 ")
+    assert queue_changes == []
+
+
+def test_json_with_a_charset_or_in_capitals_is_accepted(served):
+    for sent in ("application/json; charset=utf-8", "Application/JSON;Charset=UTF-8"):
+        status, _, body = raw_request(served, "POST", "/v1/chat/completions", {**AUTH, "Content-Type": sent}, CHAT)
+        assert status == 200 and json.loads(body)["choices"][0]["message"]["content"], sent
+        record = served.log.records()[-1]  # it ran on the engine
+        assert record.t_started is not None and record.n_tokens > 0
+
+
+def test_a_page_of_another_origin_is_refused_whatever_it_asks(served, queue_changes):
+    port = port_of(served)
+    for origin in ("https://evil.example", "null", f"http://localhost:{port + 1}", PAGE + ":8443"):
+        headers = {**AUTH, "Origin": origin, "Content-Type": "application/json"}
+        status, got, body = raw_request(served, "POST", "/v1/chat/completions", headers, CHAT)
+        assert status == 403 and not any(name.startswith("access-control-") for name in got)
+        error = assert_refused_before_the_engine(served, 403, body, "origin_not_allowed", queue_changes)
+        assert origin in error["message"] and "--cors-origin" in error["message"]
+        status, got, body = raw_request(served, "GET", "/v1/models", {**AUTH, "Origin": origin})
+        assert status == 403 and served.model_id.encode() not in body
+        preflight = {"Origin": origin, "Access-Control-Request-Method": "POST"}
+        status, got, _ = raw_request(served, "OPTIONS", "/v1/chat/completions", preflight)
+        assert status == 403 and "access-control-allow-origin" not in got
+
+
+def test_the_listed_origin_and_the_servers_own_are_answered(served):
+    preflight = {
+        "Origin": PAGE,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type",
+    }
+    status, got, _ = raw_request(served, "OPTIONS", "/v1/chat/completions", preflight)
+    assert status == 200 and got["access-control-allow-origin"] == PAGE
+    headers = {**AUTH, "Origin": PAGE, "Content-Type": "application/json"}
+    status, got, body = raw_request(served, "POST", "/v1/chat/completions", headers, CHAT)
+    assert status == 200 and got["access-control-allow-origin"] == PAGE
+    assert json.loads(body)["choices"][0]["message"]["content"]
+    # Same origin: a page the server itself served (it serves none, but that one would be harmless).
+    own = f"127.0.0.1:{port_of(served)}"
+    status, got, body = raw_request(served, "GET", "/v1/models", {**AUTH, "Host": own, "Origin": f"http://{own}"})
+    assert status == 200 and served.model_id.encode() in body and "access-control-allow-origin" not in got
+
+
+def test_clients_that_are_no_web_page_are_unaffected(client, served):
+    """The openai client, and an editor's plugin as it sends a request: no Origin, Host 127.0.0.1:PORT."""
+    chunks = client.chat.completions.create(
+        model=served.model_id, messages=[{"role": "user", "content": "Hi"}], max_tokens=4, stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    headers = {**AUTH, "Host": f"127.0.0.1:{port_of(served)}", "Content-Type": "application/json"}
+    body = json.dumps({"model": served.model_id, "prompt": "def f(x):", "max_tokens": 4}).encode()
+    status, _, answer = raw_request(served, "POST", "/v1/completions", {**headers, "User-Agent": "editor/1.0"}, body)
+    assert status == 200 and json.loads(answer)["choices"][0]["text"]
+
+
+def test_the_hosts_a_server_answers(monkeypatch):
+    """Without a model: which Host headers each configuration answers."""
+    import socket
+
+    loopback = ServerConfig().host_rule()
+    for host in ("localhost", "localhost:8080", "127.0.0.1:1", "[::1]:8080", "LocalHost.:80"):
+        assert loopback.allows(host), host
+    for host in ("", "evil.example", "127.0.0.1.evil.example", "localhost.evil.example", "192.168.1.5", "0.0.0.0"):
+        assert not loopback.allows(host), host
+
+    one_address = ServerConfig(host="192.168.1.5", api_key=KEY).host_rule()
+    assert one_address.allows("192.168.1.5:8080") and one_address.allows("localhost")
+    assert not one_address.allows("10.0.0.1:8080") and not one_address.allows("box.local")
+    assert ServerConfig(host="::1").host_rule().allows("[::1]:8080")
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "Box.example.org")
+    every = ServerConfig(host="0.0.0.0", api_key=KEY).host_rule()
+    for host in ("box.example.org", "box:8080", "box.local:8080", "10.1.2.3:8080", "[fe80::1]:8080", "localhost"):
+        assert every.allows(host), host
+    assert not every.allows("attacker.test") and not every.allows("box.attacker.test")
+
+    added = ServerConfig(allowed_hosts=("specula.example.com", "*.lan", "[fd00::5]")).host_rule()
+    for host in ("specula.example.com:443", "a.lan", "x.y.lan:8080", "[fd00::5]:8080", "localhost"):
+        assert added.allows(host), host
+    for host in ("lan", "evilspecula.example.com", "example.com", "evil.example"):
+        assert not added.allows(host), host
+    assert ServerConfig(allowed_hosts=("*",)).host_rule().allows("anything.at.all:1")
+
+
+def test_allow_host_on_the_command_line(capsys):
+    from engine.cli import build_parser, server_config
+
+    serve = ["serve", "--model", "m.gguf"]
+    args = build_parser().parse_args([*serve, "--allow-host", "Specula.Example.com", "--allow-host", "*.lan"])
+    config = server_config(args)
+    assert config.allowed_hosts == ("specula.example.com", "*.lan")
+    assert config.host_rule().allows("specula.example.com") and not config.host_rule().allows("evil.example")
+    assert server_config(build_parser().parse_args(serve)).allowed_hosts == ()
+    for wrong in ("https://specula.example.com", "specula.example.com:443", "a*.lan", "*.*.lan", ""):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([*serve, "--allow-host", wrong])
+        assert "--allow-host" in capsys.readouterr().err
 
 
 def test_a_client_that_disconnects_mid_stream_stops_its_generation(client, served):
@@ -283,10 +484,10 @@ def test_a_client_that_disconnects_while_waiting_for_a_whole_answer_stops_it(ser
     import socket
 
     body = json.dumps({"prompt": LONG, "max_tokens": MAX_TOKENS_LIMIT, "temperature": 0}).encode()
-    port = int(served.url.rsplit(":", 1)[1].split("/")[0])
+    port = port_of(served)
     before = len(served.log.records())
     with socket.create_connection(("127.0.0.1", port)) as sock:
-        head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+        head = f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {KEY}\r\n"
         head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         sock.sendall(head.encode() + body)
         record = wait_for(lambda: served.log.records()[before:] and served.log.records()[-1], "the request to arrive")

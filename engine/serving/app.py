@@ -1,9 +1,12 @@
 """The ASGI application: OpenAI's endpoints over an EngineService (Starlette, sse-starlette).
 
-Each request is checked in this order: the API key (401), the body's size (413), its JSON (400),
-its fields (400; an unknown model 404), a place in the queue (429). Then it streams server-sent
-events (chat.completion.chunk / text_completion, then `data: [DONE]`) or waits for the whole
-answer. A client that goes away sets the ticket's cancel event: the engine stops within one
+Each request is checked in this order: its Host (403: not a name of this server, as after DNS
+rebinding) and its Origin (403: a web page of another origin), both by WebGuard, for every path
+and method; then the API key (401), the body's Content-Type (415: not application/json, as a
+page's form or text/plain post, which a browser sends without asking), its size (413), its JSON
+(400), its fields (400; an unknown model 404), a place in the queue (429). Then it streams
+server-sent events (chat.completion.chunk / text_completion, then `data: [DONE]`) or waits for
+the whole answer. A client that goes away sets the ticket's cancel event: the engine stops within one
 decode step (or skips the request if it still waits), and the next request starts.
 """
 
@@ -16,19 +19,21 @@ import json
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine import DoneEvent, FinishReason, TokenEvent
-from engine.serving.config import ServerConfig
+from engine.serving.config import HostRule, ServerConfig
 from engine.serving.fair_queue import QueueFull, Ticket
 from engine.serving.generation import EngineService, EventBridge, Failed, http_status
 from engine.serving.openai_api import ApiError, Defaults, Parsed, Shaper, parse_chat, parse_completion
-from engine.serving.request_log import RequestRecord
+from engine.serving.request_log import RequestLog, RequestRecord
 
 PING_S = 15  # a comment line every 15 s keeps proxies from closing a stream that waits in the queue
 DISCONNECT_POLL_S = 0.2  # how often a non-streamed request checks that its client is still there
@@ -87,6 +92,16 @@ class Api:
             )
 
     async def _read_json(self, request: Request):
+        # Before a byte of the body is read: a web page may post text/plain or a form to any
+        # address without the browser asking first (no CORS preflight), never application/json.
+        sent = request.headers.get("content-type")
+        if sent is None or sent.partition(";")[0].strip().lower() != "application/json":
+            said = f"Content-Type {sent!r}" if sent is not None else "no Content-Type"
+            raise ApiError(
+                415,
+                f"The request body must be sent as 'Content-Type: application/json'; this one came with {said}.",
+                code="unsupported_media_type",
+            )
         limit = self.config.max_body_bytes
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
@@ -200,13 +215,70 @@ def _done_error(done: DoneEvent) -> ApiError:
     return ApiError(http_status(done), done.error or "The engine failed to answer.")
 
 
+class WebGuard:
+    """Refuses, before anything else runs, what only a web page would send: a Host that is not a
+    name of this server (DNS rebinding: the attacker's name, resolved to this computer, would let
+    its page read the answers) and an Origin that is neither the server's own nor a CORS one.
+
+    Our own ASGI middleware rather than Starlette's TrustedHostMiddleware: that one answers 400 in
+    plain text, where every other refusal here is OpenAI's JSON error (a client shows its message),
+    and it has no place for the Origin check or the request log. Refusals are logged as "rejected",
+    so the terminal and the app's log say which page or proxy was turned away and why.
+    """
+
+    def __init__(self, app: ASGIApp, hosts: HostRule, cors_origins: tuple[str, ...], log: RequestLog):
+        self.app, self.hosts, self.cors_origins, self.log = app, hosts, cors_origins, log
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        error = self.refusal(Headers(scope=scope))
+        if error is None:
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("client")
+        record = self.log.begin(scope["method"], scope["path"], f"{client[0]}:{client[1]}" if client else "")
+        self.log.finish(record, "rejected", error.status, error.message)
+        await error_response(error)(scope, receive, send)
+
+    def refusal(self, headers: Headers) -> ApiError | None:
+        host = headers.get("host", "")
+        if not self.hosts.allows(host):
+            said = f"the Host {host!r}" if host else "no Host header"
+            return ApiError(
+                403,
+                # Not the names it answers: a page that rebound its own name to this computer reads this.
+                f"Refused: the request came with {said}, which is not a name of this server: localhost, "
+                "the address it listens on, or a name allowed with --allow-host NAME (a reverse proxy's).",
+                code="host_not_allowed",
+            )
+        origin = headers.get("origin")
+        if origin is not None and not self.origin_allowed(origin, host):
+            return ApiError(
+                403,
+                f"Refused: a web page of {origin} may not use this server. To let one, start it with "
+                f"--cors-origin {origin}.",
+                code="origin_not_allowed",
+            )
+        return None
+
+    def origin_allowed(self, origin: str, host: str) -> bool:
+        """A CORS origin (compared as CORSMiddleware compares it: exactly, "*" any), or the page's
+        own: the Origin names the Host the request went to (already allowed), as a same-origin one."""
+        if origin in self.cors_origins or "*" in self.cors_origins:
+            return True
+        return origin.lower() in (f"http://{host.lower()}", f"https://{host.lower()}")
+
+
 async def _http_error(_request: Request, exc: HTTPException) -> Response:
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
     return error_response(ApiError(exc.status_code, str(exc.detail), code=code))
 
 
 def build_app(api: Api) -> Starlette:
-    """The application. CORS headers are sent only for the origins config names (none by default)."""
+    """The application. CORS headers are sent only for the origins config names (none by default);
+    WebGuard, outermost, refuses other origins and other Hosts first (a preflight included)."""
     config = api.config
     routes = [
         Route("/health", api.health, methods=["GET"]),
@@ -215,7 +287,7 @@ def build_app(api: Api) -> Starlette:
         Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
         Route("/v1/completions", api.completions, methods=["POST"]),
     ]
-    middleware = []
+    middleware = [Middleware(WebGuard, hosts=config.host_rule(), cors_origins=config.cors_origins, log=api.service.log)]
     if config.cors_origins:
         middleware.append(
             Middleware(

@@ -13,7 +13,6 @@ empty KV cache so all pay the same prompt evaluation.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -178,26 +177,6 @@ def followup(engine: Engine, turns: list[str], max_tokens: int) -> dict:
     }
 
 
-@contextlib.contextmanager
-def weights_placed(placement: cpu_weights.WeightPlacement):
-    """llama-cpp-python's Llama builds its own model parameters and has no argument for buffer
-    types: hand it the engine's CPU weight placement (AMX avoided) through the defaults it reads."""
-    import llama_cpp.llama_cpp as low
-
-    original, keep = low.llama_model_default_params, []
-
-    def placed():
-        params = original()
-        keep.append(cpu_weights.apply(placement, params))
-        return params
-
-    low.llama_model_default_params = placed
-    try:
-        yield
-    finally:
-        low.llama_model_default_params = original
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="target GGUF (default: the starter target)")
@@ -253,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_anchor:
         from llama_cpp import Llama
 
-        with weights_placed(engine.target.weights):
+        with cpu_weights.llama_cpp_python_placed(engine.target.weights):
             llm = Llama(
                 target,
                 n_ctx=args.ctx,

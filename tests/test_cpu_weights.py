@@ -14,7 +14,9 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine.gguf.header import read_header
@@ -26,9 +28,10 @@ from tests.models import REPO
 Q4_K = 12
 
 
-def run_batched(path: str, placement: str) -> dict:
+def run_batched(path: str, placement: str, logits_file: Path | None = None) -> dict:
+    extra = [str(logits_file)] if logits_file else []
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.batched_decode", path, placement],
+        [sys.executable, "-m", "tests.batched_decode", path, placement, *extra],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -53,10 +56,10 @@ def test_batched_decodes_survive_the_engines_choice(smollm2_path, qwen_paths):
             assert "AMX off" in result["summary"] and "AMX" not in result["buffers"]
 
 
-def test_avoiding_amx_keeps_llama_cpps_repacking(qwen_paths):
+def test_avoiding_amx_keeps_llama_cpps_repacking(qwen_paths, tmp_path):
     target = qwen_paths[0]  # its Q4_K matrices are what CPU_REPACK takes on x86
-    ours = run_batched(target, "without-amx")
-    plain = run_batched(target, "plain")
+    ours = run_batched(target, "without-amx", tmp_path / "ours.npz")
+    plain = run_batched(target, "plain", tmp_path / "plain.npz")
     assert ours["repacked"] > 100
     assert ours["buffers"]["CPU_REPACK"] > 0
     assert "CPU_REPACK" not in plain["buffers"]
@@ -65,9 +68,27 @@ def test_avoiding_amx_keeps_llama_cpps_repacking(qwen_paths):
         default = run_batched(target, "decided")
         assert ours["buffers"] == default["buffers"]
         assert ours["logits"] == default["logits"]
-    # Repacked kernels round differently from plain ones, but they compute the same model.
-    agree = [a == b for w in WIDTHS for a, b in zip(ours["argmax"][str(w)], plain["argmax"][str(w)], strict=True)]
-    assert sum(agree) / len(agree) > 0.9
+    # Repacked kernels compute the same model but round differently (activations are quantized per
+    # batch shape), as plain kernels do between batch widths: their argmax may differ where the top
+    # two logits nearly tie, and nowhere else. Measured on an AVX-512 EPYC: every row's logits
+    # within cosine 0.9975 of plain's; 13 of 131 argmaxes differ, each the plain row's 2nd or 3rd
+    # token, behind by at most 1.94x the row's rounding noise (plain against itself between widths
+    # 3 and 64: noise of the same size, one argmax flipped). A wrong layout would fail both checks.
+    ours_rows, plain_rows = np.load(tmp_path / "ours.npz"), np.load(tmp_path / "plain.npz")
+    for width in WIDTHS:
+        for row, (mine, theirs) in enumerate(zip(ours_rows[f"w{width}"], plain_rows[f"w{width}"], strict=True)):
+            assert mine.shape == theirs.shape
+            cosine = float(mine @ theirs / np.linalg.norm(mine) / np.linalg.norm(theirs))
+            assert cosine > 0.99, f"width {width}, row {row}: repacked logits are not plain's (cosine {cosine:.4f})"
+            picked, best = int(mine.argmax()), int(theirs.argmax())
+            if picked == best:
+                continue
+            noise = float(np.sqrt(np.mean((mine - theirs) ** 2)))
+            gap, rank = float(theirs[best] - theirs[picked]), int((theirs > theirs[picked]).sum()) + 1
+            assert rank <= 3 and gap <= 5 * noise, (
+                f"width {width}, row {row}: repacked argmax {picked} is plain's #{rank}, "
+                f"{gap:.3f} behind (rounding noise {noise:.3f}): not a near-tie"
+            )
 
 
 @pytest.fixture
@@ -112,3 +133,28 @@ def test_layers_offloaded_to_a_gpu_are_not_pinned_to_the_cpu(amx_offered, monkey
         header.tensors, n, 10, allow_amx=False).repack) if m}  # fmt: skip
     assert layers and max(layers) == n + 1 - 10 - 1
     assert cpu_weights.plan(header.tensors, n, -1, allow_amx=False).repack == ()
+
+
+def test_llama_cpp_pythons_own_loads_take_the_engines_placement(qwen_paths):
+    """What the benchmark's anchor and the llama-cpp-python server in the tests rely on (they have no
+    setting for buffer types): a Llama loaded inside llama_cpp_python_placed gets the placement."""
+    import llama_cpp.llama_cpp as low
+    from llama_cpp import Llama
+
+    from engine.llama import log as llama_log
+
+    draft = qwen_paths[1]  # Q4_K matrices: CPU_REPACK takes them on every x86 CPU with AVX2
+    header = read_header(draft)
+    defaults = low.llama_model_default_params
+    llama_log.install()
+    for placement, repacked in (
+        (cpu_weights.without_amx(header.tensors, header.n_layers, 0), True),
+        (cpu_weights.WeightPlacement(False, summary="extra buffers off"), False),
+    ):
+        at = llama_log.mark()
+        with cpu_weights.llama_cpp_python_placed(placement):
+            llm = Llama(draft, n_ctx=256, n_threads=1, verbose=False)
+        sizes = llama_log.buffer_sizes(at)
+        llm.close()
+        assert ("CPU_REPACK" in sizes) is repacked and "AMX" not in sizes, (placement.summary, sizes)
+    assert low.llama_model_default_params is defaults  # nothing loaded afterwards is affected

@@ -1,6 +1,7 @@
 """engine.remote against real servers on loopback, run here as subprocesses: Specula's own
-(`python -m engine serve`) and llama-cpp-python's OpenAI server (`python -m llama_cpp.server`), an
-implementation we did not write. SmolLM2 serves both. Each server lives for the module and is
+(`python -m engine serve`) and llama-cpp-python's OpenAI server (`python -m llama_cpp.server`,
+started through tests/llama_cpp_server.py so that it runs on AMX Xeons too), an implementation we
+did not write. SmolLM2 serves both. Each server lives for the module and is
 stopped (terminate, then kill) however the tests end; waits are bounded, nothing asserts a duration.
 """
 
@@ -17,6 +18,8 @@ import pytest
 
 from engine.config import SamplingParams
 from engine.errors import user_message
+from engine.gguf.header import read_header
+from engine.llama import cpu_weights
 from engine.remote import (
     ApiKeyRefusedError,
     FigureSource,
@@ -104,13 +107,26 @@ def llama_cpp_server(smollm2_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    args = [sys.executable, "-m", "llama_cpp.server", "--model", smollm2_path, "--host", "127.0.0.1"]
-    server = ServerProcess([*args, "--port", str(port), "--n_ctx", "512", "--n_threads", "1"])
+    # Two threads for prompts (its default: the CPU count), the width and thread count that crashed
+    # llama.cpp's AMX kernels: the launcher must keep the model out of the AMX buffer.
+    args = [sys.executable, "-m", "tests.llama_cpp_server", "--model", smollm2_path, "--host", "127.0.0.1"]
+    args += ["--port", str(port), "--n_ctx", "512", "--n_threads", "1", "--n_threads_batch", "2"]
+    server = ServerProcess(args)
     try:
         server.wait_for_line(r"Uvicorn running on", "llama-cpp-python's server to listen", START_S)
+        placement = server.wait_for_line(r"specula placement: (.*)", "the launcher's placement", WAIT_S).group(1)
+        assert placement == weight_placement(smollm2_path).summary
+        # llama.cpp's own load log names each weight buffer: never AMX, whatever this CPU offers.
+        buffers = [line for line in server.lines if "model buffer size" in line]
+        assert buffers and not any("AMX" in line for line in buffers), buffers
         yield server, f"http://127.0.0.1:{port}/v1"
     finally:
         server.stop()
+
+
+def weight_placement(path: str) -> cpu_weights.WeightPlacement:
+    header = read_header(path)
+    return cpu_weights.plan(header.tensors, header.n_layers or 0, 0, allow_amx=False)
 
 
 def answer(server: RemoteServer, model: str, sampling: SamplingParams = GREEDY) -> tuple[str, RemoteDone]:

@@ -11,10 +11,11 @@ keeps llama.cpp's defaults.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import llama_cpp
@@ -130,6 +131,27 @@ def apply(placement: WeightPlacement, mparams) -> object:
     keep[1][0].buft = buffer
     mparams.tensor_buft_overrides = ctypes.cast(keep[1], ctypes.c_void_p)
     return keep
+
+
+@contextlib.contextmanager
+def llama_cpp_python_placed(placement: WeightPlacement) -> Iterator[None]:
+    """llama-cpp-python's own Llama (the benchmark's anchor, its OpenAI server in the tests) builds its
+    model parameters itself and has no argument for buffer types: while this is open, every model it
+    loads gets placement through the defaults it reads (llama-server's --no-repack has no equivalent)."""
+    import llama_cpp.llama_cpp as low
+
+    original, keep = low.llama_model_default_params, []
+
+    def placed():
+        params = original()
+        keep.append(apply(placement, params))
+        return params
+
+    low.llama_model_default_params = placed
+    try:
+        yield
+    finally:
+        low.llama_model_default_params = original
 
 
 class llama_model_tensor_buft_override(ctypes.Structure):  # noqa: N801 - llama.h's name

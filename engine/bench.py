@@ -8,6 +8,25 @@ prompt, a summary with the goals, and writes everything as JSON.
 Every rate is measured the same way for every configuration, the anchor included: decode
 tokens/s = (tokens - 1) / (time of last token - time of first token). Each run starts from an
 empty KV cache so all pay the same prompt evaluation.
+
+The oracle: per prompt and temperature, the best speedup over plain among the fixed
+configurations that ran (all but auto and auto-nohistory; plain counts, as 1.0). It is what a
+user who knew in advance which fixed setting suits each prompt would get; auto is judged against
+it. There is no fixed history configuration: history drafts only under auto (DrafterMode.AUTO is
+the only mode that asks it), so it takes part through auto alone.
+
+--costs gpu is a simulation, not a measurement. The engine's cost model is replaced, for the whole
+run and every configuration, by SimulatedGpuCosts: a GPU regime as llama.cpp users report it,
+verify(n) = step × (1 + 0.2 (n - 1) / 7) (verifying 8 tokens ≈ 1.2 single steps), a draft-model
+step 0.1 × step, an MTP-head step 0.05 × step, where step is the target's single-token step from
+the engine's real calibration. Real timings never move it. Since this machine's wall clock says
+nothing about a GPU, every run's speed is then computed from simulated time, the wall-clock rule
+applied to simulated rounds: each round costs verify(drafted + 1) + drafted × its drafter's
+simulated step (lookup and history: 0), and decode tokens/s = (tokens - 1) / the simulated time
+of the rounds from the one that gave the first token to the one that gave the last (plain: exactly
+1 / step). Rollbacks of a recurrent target are not priced (a KV-cache target is simulated). TTFT
+and inter-token latencies stay wall-clock; the llama-cpp-python anchor is skipped (it is not
+simulated), and so is the footer-estimate check (the footer prices rounds by the wall clock).
 """
 
 from __future__ import annotations
@@ -19,27 +38,117 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from engine.cli import gpu_layers_arg
-from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams
+from engine.config import ChatMessage, DrafterKind, DrafterMode, ModelSpec, SamplingParams, SpecParams
 from engine.decoding.chat_engine import Engine
-from engine.decoding.events import DoneEvent, TokenEvent
+from engine.decoding.events import DoneEvent, RoundEvent, TokenEvent
+from engine.decoding.policy import CostModel
 from engine.llama import cpu_weights
 
 CONFIGS: dict[str, SpecParams] = {
     "plain": SpecParams(mode=DrafterMode.OFF),
+    "draft-k2": SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=2, draft_p_min=0.0),
     "draft-k4": SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4, draft_p_min=0.0),
+    "draft-k8": SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=8, draft_p_min=0.0),
     "lookup": SpecParams(mode=DrafterMode.LOOKUP),
     # A target whose GGUF has MTP layers drafts with its own head (no draft model needed).
+    "mtp-k2": SpecParams(mode=DrafterMode.MTP, draft_length=2, draft_p_min=0.0),
     "mtp-k4": SpecParams(mode=DrafterMode.MTP, draft_length=4, draft_p_min=0.0),
+    "mtp-k8": SpecParams(mode=DrafterMode.MTP, draft_length=8, draft_p_min=0.0),
     "both": SpecParams(mode=DrafterMode.BOTH),
     "auto": SpecParams(mode=DrafterMode.AUTO),
     # With --history-dir: auto without the history index, to see what history adds or costs.
     "auto-nohistory": SpecParams(mode=DrafterMode.AUTO, history=False),
 }
+DEFAULT_CONFIGS = ["plain", "lookup", "draft-k2", "draft-k4", "draft-k8", "mtp-k4", "both", "auto"]
+ADAPTIVE = {"auto", "auto-nohistory"}  # every other configuration is fixed: an oracle candidate
+COSTS = {"measured": "measured", "gpu": "gpu (simulated)"}
+
+
+class SimulatedGpuCosts(CostModel):
+    """A GPU's decoding costs, simulated from the measured single-token step (see the module's docstring).
+
+    verify_s(n) = step × (1 + 0.2 (n - 1) / 7); a draft-model step is 0.1 × step and an MTP-head
+    step 0.05 × step (None where there is no such drafter). The observe_* methods do nothing, so
+    real timings on this CPU never move it, and no rollback is priced.
+    """
+
+    VERIFY_GROWTH = 0.2  # verify(8) = 1.2 single steps
+    DRAFT_SHARE = 0.1
+    MTP_SHARE = 0.05
+
+    def __init__(self, step_s: float, draft: bool = True, mtp: bool = False):
+        self.step = step_s
+        super().__init__(
+            verify_s={n: self._formula(n) for n in (1, 2, 4, 8)},
+            draft_step_s=self.DRAFT_SHARE * step_s if draft else None,
+            rollback_s=0.0,
+            mtp_step_s=self.MTP_SHARE * step_s if mtp else None,
+        )
+
+    def _formula(self, n: int) -> float:
+        return self.step * (1 + self.VERIFY_GROWTH * (n - 1) / 7) if n > 0 else 0.0
+
+    def verify_s(self, n: int) -> float:
+        return self._formula(n)
+
+    def observe_verify(self, n: int, seconds: float) -> None:
+        pass
+
+    def observe_draft_step(self, seconds: float) -> None:
+        pass
+
+    def observe_mtp_step(self, seconds: float) -> None:
+        pass
+
+    def observe_rollback(self, seconds: float) -> None:
+        pass
+
+    def describe(self) -> str:
+        return (
+            f"verify(n) = step × (1 + {self.VERIFY_GROWTH:g} (n - 1) / 7), step {self.step * 1000:.2f} ms "
+            f"(measured), draft step {self.DRAFT_SHARE:g} × step, MTP step {self.MTP_SHARE:g} × step"
+        )
+
+
+def round_seconds(event: RoundEvent, costs: CostModel) -> float:
+    """A round's simulated time: verifying its drafts and the target's token, plus drafting them."""
+    r = event.round
+    per_token = {DrafterKind.DRAFT_MODEL: costs.draft_step_s, DrafterKind.MTP: costs.mtp_step_s}.get(r.drafter)
+    return costs.verify_s(r.drafted + 1) + r.drafted * (per_token or 0.0)
+
+
+def simulated_rate(rounds: Sequence[RoundEvent], costs: CostModel) -> float:
+    """Decode tok/s in simulated time, by the wall-clock rule: (tokens - 1) / time from the first token
+    to the last, that is over the rounds after the one that gave the first token, up to the last
+    round that gave any. 0.0 with fewer than two tokens."""
+    given = [i for i, e in enumerate(rounds) if e.n_tokens > 0]
+    if not given:
+        return 0.0
+    first, last = given[0], given[-1]
+    tokens = sum(e.n_tokens for e in rounds[first : last + 1]) - 1
+    seconds = sum(round_seconds(e, costs) for e in rounds[first + 1 : last + 1])
+    return tokens / seconds if tokens > 0 and seconds > 0 else 0.0
+
+
+def oracle_choice(speedups: Mapping[str, float]) -> tuple[str, float]:
+    """(config, speedup) of the best fixed configuration, from config -> speedup over plain for one
+    prompt and temperature; auto and auto-nohistory are not candidates, plain counts as 1.0 (so
+    the oracle never loses to plain). The earlier of equals wins."""
+    fixed = {c: s for c, s in speedups.items() if c not in ADAPTIVE}
+    fixed.setdefault("plain", 1.0)
+    best = max(fixed, key=lambda c: fixed[c])
+    return best, fixed[best]
+
+
+def geomean(values: Sequence[float]) -> float | None:
+    """The geometric mean (None for no values): the average of ratios that treats 2x and 0.5x alike."""
+    return statistics.geometric_mean(values) if values else None
 
 
 @dataclass
@@ -58,6 +167,7 @@ class Run:
     drafters: dict = field(default_factory=dict)
     text: str = ""
     estimated: float = 0.0  # the speedup the answer's footer would show (AnswerStats.estimated_speedup)
+    wall_tps: float = 0.0  # decode tok/s by the wall clock (decode_tps unless the costs are simulated)
 
 
 def load_prompts(path: str | None = None) -> dict:
@@ -67,14 +177,17 @@ def load_prompts(path: str | None = None) -> dict:
     return json.loads(resources.files("engine").joinpath("data/bench_prompts.json").read_text("utf-8"))
 
 
-def timed_tokens(events, t_request: float) -> tuple[list[float], DoneEvent]:
-    stamps, done = [], None
+def timed_tokens(events, t_request: float) -> tuple[list[float], DoneEvent, list[RoundEvent]]:
+    """Each token's arrival time after t_request, the DoneEvent, and the answer's rounds."""
+    stamps, done, rounds = [], None, []
     for event in events:
         if isinstance(event, TokenEvent):
             stamps.append(time.perf_counter() - t_request)
+        elif isinstance(event, RoundEvent):
+            rounds.append(event)
         elif isinstance(event, DoneEvent):
             done = event
-    return stamps, done
+    return stamps, done, rounds
 
 
 def rates(stamps: list[float]) -> tuple[float, float, float]:
@@ -90,27 +203,36 @@ def median_run(tries: list[Run]) -> Run:
     return sorted(tries, key=lambda r: r.decode_tps)[len(tries) // 2]
 
 
-def run_engine(engine: Engine, prompt: dict, config: str, sampling: SamplingParams, spec: SpecParams) -> Run:
+def run_engine(
+    engine: Engine,
+    prompt: dict,
+    config: str,
+    sampling: SamplingParams,
+    spec: SpecParams,
+    simulated: CostModel | None = None,
+) -> Run:
+    """One answer from an empty cache; with simulated costs its decode rate is in simulated time."""
     engine.reset_cache()
     t0 = time.perf_counter()
-    stamps, done = timed_tokens(engine.chat([ChatMessage("user", prompt["message"])], sampling, spec), t0)
+    stamps, done, rounds = timed_tokens(engine.chat([ChatMessage("user", prompt["message"])], sampling, spec), t0)
     tps, p50, p99 = rates(stamps)
     drafters = {kind.value: tally.rounds for kind, tally in done.stats.by_drafter().items()}
     return Run(
         prompt["id"],
         config,
         sampling.temperature,
-        done.stats.n_tokens,
-        tps,
-        stamps[0] if stamps else 0.0,
-        p50,
-        p99,
-        done.stats.acceptance_rate,
-        done.stats.mean_accepted_length,
-        done.stats.n_drafted,
-        drafters,
-        done.text,
-        done.stats.estimated_speedup,
+        n_tokens=done.stats.n_tokens,
+        decode_tps=simulated_rate(rounds, simulated) if simulated is not None else tps,
+        ttft_s=stamps[0] if stamps else 0.0,
+        itl_p50_ms=p50,
+        itl_p99_ms=p99,
+        acceptance=done.stats.acceptance_rate,
+        mean_accepted=done.stats.mean_accepted_length,
+        n_drafted=done.stats.n_drafted,
+        drafters=drafters,
+        text=done.text,
+        estimated=done.stats.estimated_speedup,
+        wall_tps=tps,
     )
 
 
@@ -144,6 +266,7 @@ def run_anchor(llm, engine: Engine, prompt: dict, sampling: SamplingParams) -> R
         p50,
         p99,
         text="".join(pieces),
+        wall_tps=tps,
     )
 
 
@@ -156,7 +279,7 @@ def followup(engine: Engine, turns: list[str], max_tokens: int) -> dict:
     for turn in turns:
         messages.append(ChatMessage("user", turn))
         t0 = time.perf_counter()
-        stamps, done = timed_tokens(engine.chat(messages, sampling, SpecParams()), t0)
+        stamps, done, _ = timed_tokens(engine.chat(messages, sampling, SpecParams()), t0)
         messages.append(ChatMessage("assistant", done.text))
         out.append(
             {
@@ -169,7 +292,7 @@ def followup(engine: Engine, turns: list[str], max_tokens: int) -> dict:
     # The same last turn without the cache, to show what reuse saved.
     engine.reset_cache()
     t0 = time.perf_counter()
-    stamps, _ = timed_tokens(engine.chat(messages[:-1], sampling.with_(max_tokens=4), SpecParams()), t0)
+    stamps, _, _ = timed_tokens(engine.chat(messages[:-1], sampling.with_(max_tokens=4), SpecParams()), t0)
     return {
         "turns": out,
         "last_turn_cold_ttft_s": stamps[0],
@@ -183,7 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draft", help="draft GGUF (default: the starter draft)")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7])
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
+    parser.add_argument(
+        "--configs",
+        default=",".join(DEFAULT_CONFIGS),
+        help="comma-separated, of: " + ", ".join(CONFIGS) + " (default: %(default)s)",
+    )
     parser.add_argument("--prompts", help="only these prompt ids (comma-separated)")
     parser.add_argument("--prompts-file", help="another prompt set (e.g. engine/data/heldout_prompts.json)")
     parser.add_argument("--split", help="only the prompts of this split (tuning or check)")
@@ -197,8 +324,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-anchor", action="store_true", help="skip llama-cpp-python's create_completion")
     parser.add_argument("--no-followup", action="store_true")
     parser.add_argument("--no-match", action="store_true", help="skip rejection vs sample-and-match")
+    parser.add_argument(
+        "--costs",
+        choices=list(COSTS),
+        default="measured",
+        help="measured: this machine's wall clock; gpu: a simulated GPU cost regime (see the docstring)",
+    )
     parser.add_argument("--json", default="bench.json", help="where to write the JSON results")
     args = parser.parse_args(argv)
+    configs = [c for c in args.configs.split(",") if c]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown configuration(s): {', '.join(unknown)}; known: {', '.join(CONFIGS)}")
 
     target, draft = args.model, args.draft
     if target is None:
@@ -215,10 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     data = load_prompts(args.prompts_file)
     prompts = [p for p in data["prompts"] if not args.prompts or p["id"] in args.prompts.split(",")]
     prompts = [p for p in prompts if not args.split or p.get("split") == args.split]
-    configs = [c for c in args.configs.split(",") if c]
-    if engine.target.mtp is None and "mtp-k4" in configs:
-        configs.remove("mtp-k4")
-        print(f"# mtp-k4 skipped: the target has no MTP head ({engine.target.mtp_problem or 'none in its file'})")
+    for c in [c for c in configs if CONFIGS[c].mode == DrafterMode.MTP]:
+        if engine.target.mtp is None:
+            configs.remove(c)
+            print(f"# {c} skipped: the target has no MTP head ({engine.target.mtp_problem or 'none in its file'})")
+    for c in [c for c in configs if CONFIGS[c].mode == DrafterMode.DRAFT_MODEL]:
+        if engine.speculator.draft_runner is None:
+            configs.remove(c)
+            print(f"# {c} skipped: no draft model in use")
     info = engine.info
     print(
         f"# {info.target_name} + {info.draft_name}; {info.placement()}, {info.n_threads} threads; "
@@ -227,9 +368,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"# {info.cpu_weights}", flush=True)
     print(f"# calibration: {info.calibration.as_dict()}", flush=True)
+    simulated = None
+    if args.costs == "gpu":
+        simulated = SimulatedGpuCosts(
+            info.calibration.step_s,
+            draft=engine.speculator.draft_runner is not None,
+            mtp=engine.target.mtp is not None,
+        )
+        engine.speculator.costs = simulated  # every configuration, auto included, sees these costs
+        print(f"# costs: {COSTS[args.costs]}: {simulated.describe()}", flush=True)
+        print("# speeds are tokens / simulated seconds; TTFT, P50 and P99 stay wall-clock", flush=True)
+        if not args.no_anchor:
+            print("# llama-cpp-python anchor skipped: it is not simulated", flush=True)
+    else:
+        print(f"# costs: {COSTS[args.costs]} (this machine's wall clock)", flush=True)
 
     llm = None
-    if not args.no_anchor:
+    if not args.no_anchor and simulated is None:
         from llama_cpp import Llama
 
         with cpu_weights.llama_cpp_python_placed(engine.target.weights):
@@ -254,24 +409,27 @@ def main(argv: list[str] | None = None) -> int:
                 if llm is not None:
                     tries.setdefault("llama-cpp-python", []).append(run_anchor(llm, engine, prompt, sampling))
                 for c in configs:
-                    tries.setdefault(c, []).append(run_engine(engine, prompt, c, sampling, CONFIGS[c]))
+                    tries.setdefault(c, []).append(run_engine(engine, prompt, c, sampling, CONFIGS[c], simulated))
             rows = [median_run(t) for t in tries.values()]
             runs += rows
-            print_prompt_table(prompt["id"], temperature, rows)
+            print_prompt_table(prompt["id"], temperature, rows, simulated is not None)
 
     match = None
-    if not args.no_match and engine.draft is not None:
+    if not args.no_match and engine.speculator.draft_runner is not None:
         match = compare_match(engine, prompts, args)
     follow = (
         None
         if args.no_followup or "followup_conversation" not in data
         else followup(engine, data["followup_conversation"], 400)
     )
-    summary = summarise(runs, prompts, configs, match, follow)
+    summary = summarise(runs, prompts, configs, match, follow, estimates=simulated is None)
     print_summary(summary)
     result = {
         "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count()},
-        "engine": asdict(info),
+        "engine": asdict(info),  # its calibration is the measured one
+        "costs": COSTS[args.costs],
+        "simulated_calibration": simulated.calibration().as_dict() if simulated else None,
+        "configs": configs,
         "max_tokens": args.max_tokens,
         "repeats": args.repeats,
         "runs": [r.__dict__ for r in runs],
@@ -303,7 +461,10 @@ def compare_match(engine: Engine, prompts: list[dict], args) -> dict:
     return out
 
 
-def summarise(runs: list[Run], prompts: list[dict], configs: list[str], match, follow) -> dict:
+def summarise(runs: list[Run], prompts: list[dict], configs: list[str], match, follow, estimates: bool = True) -> dict:
+    """Speedups over plain, the oracle and auto against it, the footer estimate's error (unless
+    estimates is False: simulated costs), the anchor ratio, and the goals."""
+
     def rate(prompt, config, temp):
         return next((r.decode_tps for r in runs if (r.prompt, r.config, r.temperature) == (prompt, config, temp)), None)
 
@@ -326,9 +487,30 @@ def summarise(runs: list[Run], prompts: list[dict], configs: list[str], match, f
         ]
         if ratios:
             anchor[f"T{temp:g}"] = {"median": statistics.median(ratios), "min": min(ratios)}
+    # The oracle: per prompt, the best fixed configuration; auto as a share of it.
+    oracle: dict[str, dict[str, dict]] = {}
+    auto_vs_oracle: dict[str, dict[str, float]] = {}
+    geomeans: dict[str, dict[str, float]] = {}
+    for temp in temps:
+        t = f"T{temp:g}"
+        oracle[t] = {}
+        for p in prompts:
+            per_config = {c: speedups[f"{c}@{t}"][p["id"]] for c in configs if p["id"] in speedups[f"{c}@{t}"]}
+            if "plain" in per_config:  # no speedups without plain
+                best, x = oracle_choice(per_config)
+                oracle[t][p["id"]] = {"config": best, "speedup": x}
+        auto = speedups.get(f"auto@{t}", {})
+        auto_vs_oracle[t] = {i: auto[i] / o["speedup"] for i, o in oracle[t].items() if i in auto}
+        ids = list(auto_vs_oracle[t])
+        if ids:
+            geomeans[t] = {
+                "auto": geomean([auto[i] for i in ids]),
+                "oracle": geomean([oracle[t][i]["speedup"] for i in ids]),
+                "auto_vs_oracle": geomean(list(auto_vs_oracle[t].values())),
+            }
     # How far the footer's estimate is from the measured ratio: estimate / measured - 1, per prompt.
     estimate_error: dict[str, dict[str, float]] = {}
-    for temp in temps:
+    for temp in temps if estimates else []:
         for config in configs:
             if config == "plain":
                 continue
@@ -346,6 +528,12 @@ def summarise(runs: list[Run], prompts: list[dict], configs: list[str], match, f
     auto = [v for k, d in speedups.items() if k.startswith("auto@") for v in d.values()]
     if auto:
         goals["auto >= 0.97x plain on every prompt (min)"] = min(auto)
+    shares = [v for d in auto_vs_oracle.values() for v in d.values()]
+    if shares:
+        goals["auto >= 0.95x oracle on every prompt (min)"] = min(shares)
+        goals["geomean auto >= 0.97x geomean oracle (min over temperatures)"] = min(
+            g["auto"] / g["oracle"] for g in geomeans.values()
+        )
     copy = [speedups.get(f"auto@T{t:g}", {}).get(i) for t in temps for i in copy_ids]
     copy = [c for c in copy if c]
     if copy:
@@ -361,15 +549,18 @@ def summarise(runs: list[Run], prompts: list[dict], configs: list[str], match, f
         goals["auto: |estimate / measured - 1| <= 0.10 on every prompt (max)"] = max(auto_errors)
     return {
         "speedup_vs_plain": speedups,
+        "oracle": oracle,
+        "auto_vs_oracle": auto_vs_oracle,
+        "geomean": geomeans,
         "estimate_error": estimate_error,
         "plain_vs_create_completion": anchor,
         "goals": goals,
     }
 
 
-def print_prompt_table(prompt_id: str, temperature: float, rows: list[Run]) -> None:
+def print_prompt_table(prompt_id: str, temperature: float, rows: list[Run], simulated: bool = False) -> None:
     plain = next((r.decode_tps for r in rows if r.config == "plain"), None)
-    print(f"\n## {prompt_id} @ T={temperature:g}")
+    print(f"\n## {prompt_id} @ T={temperature:g}" + (" (tok/s in simulated GPU time)" if simulated else ""))
     print(
         f"{'config':18} {'tok':>4} {'tok/s':>7} {'vs plain':>8} {'accept':>7} {'mean acc':>8} "
         f"{'TTFT ms':>8} {'P50 ms':>7} {'P99 ms':>7}  drafters"
@@ -384,7 +575,25 @@ def print_prompt_table(prompt_id: str, temperature: float, rows: list[Run]) -> N
         )
 
 
+def print_oracle_table(summary: dict) -> None:
+    """Per prompt and temperature: auto, the oracle (best fixed configuration), auto's share, its estimate error."""
+    if not any(summary.get("auto_vs_oracle", {}).values()):
+        return
+    print("\n# auto vs the oracle (the best fixed configuration per prompt)")
+    print(f"{'prompt':16} {'T':>4} {'auto':>7} {'oracle':>7} {'config':10} {'auto/oracle':>11} {'est. err':>8}")
+    for t, per_prompt in summary["auto_vs_oracle"].items():
+        auto = summary["speedup_vs_plain"][f"auto@{t}"]
+        errors = summary["estimate_error"].get(f"auto@{t}", {})
+        for i, share in per_prompt.items():
+            o = summary["oracle"][t][i]
+            err = f"{errors[i]:+8.1%}" if i in errors else f"{'-':>8}"
+            print(f"{i:16} {t[1:]:>4} {auto[i]:6.2f}x {o['speedup']:6.2f}x {o['config']:10} {share:11.3f} {err}")
+    for t, g in summary["geomean"].items():
+        print(f"geomean @{t}: auto {g['auto']:.3f}x, oracle {g['oracle']:.3f}x, auto/oracle {g['auto_vs_oracle']:.3f}")
+
+
 def print_summary(summary: dict) -> None:
+    print_oracle_table(summary)
     print("\n# Speedup over plain (decode tok/s ratio, same run)")
     for key, per_prompt in summary["speedup_vs_plain"].items():
         if per_prompt:
@@ -393,6 +602,8 @@ def print_summary(summary: dict) -> None:
                 f"{key:20} median {statistics.median(values):5.2f}x  min {min(values):5.2f}x  max {max(values):5.2f}x"
             )
     print("\n# Estimate under the answer vs measured ratio (estimate / measured - 1)")
+    if not summary.get("estimate_error"):
+        print("not compared: the footer prices rounds by the wall clock, the speeds here are simulated")
     for key, per_prompt in summary.get("estimate_error", {}).items():
         if per_prompt:
             values = sorted(per_prompt.values())
@@ -401,7 +612,7 @@ def print_summary(summary: dict) -> None:
         print(f"plain vs create_completion @{temp}: median {v['median']:.3f}x, min {v['min']:.3f}x")
     print("\n# Goals")
     for goal, value in summary["goals"].items():
-        print(f"{goal:55} {value:8.3f}")
+        print(f"{goal:62} {value:8.3f}")
 
 
 if __name__ == "__main__":

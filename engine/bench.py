@@ -7,7 +7,10 @@ prompt, a summary with the goals, and writes everything as JSON.
 
 Every rate is measured the same way for every configuration, the anchor included: decode
 tokens/s = (tokens - 1) / (time of last token - time of first token). Each run starts from an
-empty KV cache so all pay the same prompt evaluation.
+empty KV cache so all pay the same prompt evaluation. Auto starts each prompt with what it
+learned answering the earlier prompts at that temperature (as in the app, where auto's memory
+carries across answers and restarts), never from a fixed configuration's runs, and every repeat
+of a prompt from the same memory; --cold-auto starts every auto answer from the priors instead.
 
 The oracle: per prompt and temperature, the best speedup over plain among the fixed
 configurations that ran (all but auto and auto-nohistory; plain counts, as 1.0). It is what a
@@ -47,7 +50,7 @@ from engine.cli import gpu_layers_arg
 from engine.config import ChatMessage, DrafterKind, DrafterMode, ModelSpec, SamplingParams, SpecParams
 from engine.decoding.chat_engine import Engine
 from engine.decoding.events import DoneEvent, RoundEvent, TokenEvent
-from engine.decoding.policy import CostModel
+from engine.decoding.policy import CostModel, FixedCosts
 from engine.llama import cpu_weights
 
 CONFIGS: dict[str, SpecParams] = {
@@ -70,7 +73,7 @@ ADAPTIVE = {"auto", "auto-nohistory"}  # every other configuration is fixed: an 
 COSTS = {"measured": "measured", "gpu": "gpu (simulated)"}
 
 
-class SimulatedGpuCosts(CostModel):
+class SimulatedGpuCosts(FixedCosts):
     """A GPU's decoding costs, simulated from the measured single-token step (see the module's docstring).
 
     verify_s(n) = step × (1 + 0.2 (n - 1) / 7); a draft-model step is 0.1 × step and an MTP-head
@@ -96,18 +99,6 @@ class SimulatedGpuCosts(CostModel):
 
     def verify_s(self, n: int) -> float:
         return self._formula(n)
-
-    def observe_verify(self, n: int, seconds: float) -> None:
-        pass
-
-    def observe_draft_step(self, seconds: float) -> None:
-        pass
-
-    def observe_mtp_step(self, seconds: float) -> None:
-        pass
-
-    def observe_rollback(self, seconds: float) -> None:
-        pass
 
     def describe(self) -> str:
         return (
@@ -210,9 +201,13 @@ def run_engine(
     sampling: SamplingParams,
     spec: SpecParams,
     simulated: CostModel | None = None,
+    memory: dict | None = None,
 ) -> Run:
-    """One answer from an empty cache; with simulated costs its decode rate is in simulated time."""
+    """One answer from an empty cache; with simulated costs its decode rate is in simulated time.
+    memory: what auto knows before it (Speculator.memory of earlier answers; None: the priors)."""
     engine.reset_cache()
+    if memory:
+        engine.speculator.recall(memory)
     t0 = time.perf_counter()
     stamps, done, rounds = timed_tokens(engine.chat([ChatMessage("user", prompt["message"])], sampling, spec), t0)
     tps, p50, p99 = rates(stamps)
@@ -322,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--repeats", type=int, default=1, help="runs per configuration and prompt; the median is kept")
     parser.add_argument("--no-anchor", action="store_true", help="skip llama-cpp-python's create_completion")
+    parser.add_argument(
+        "--cold-auto",
+        action="store_true",
+        help="auto answers every prompt from its priors (default: with what it learned on the earlier prompts)",
+    )
     parser.add_argument("--no-followup", action="store_true")
     parser.add_argument("--no-match", action="store_true", help="skip rejection vs sample-and-match")
     parser.add_argument(
@@ -401,15 +401,21 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     for temperature in args.temperatures:
         sampling = SamplingParams(temperature=temperature, max_tokens=args.max_tokens, seed=args.seed)
+        learned: dict = {}  # what auto learned in its answers to the earlier prompts (never from fixed modes)
         for prompt in prompts:
             # Repeats are interleaved (every configuration once, then again) so a slow stretch
             # of the machine hits all of them alike; each configuration's median run is kept.
             tries: dict[str, list[Run]] = {}
+            known = learned
             for _ in range(args.repeats):
                 if llm is not None:
                     tries.setdefault("llama-cpp-python", []).append(run_anchor(llm, engine, prompt, sampling))
                 for c in configs:
-                    tries.setdefault(c, []).append(run_engine(engine, prompt, c, sampling, CONFIGS[c], simulated))
+                    warm = c.startswith("auto") and not args.cold_auto
+                    run = run_engine(engine, prompt, c, sampling, CONFIGS[c], simulated, known if warm else None)
+                    tries.setdefault(c, []).append(run)
+                    if c == "auto" and not args.cold_auto:
+                        learned = engine.speculator.memory()  # each repeat starts from `known` alike
             rows = [median_run(t) for t in tries.values()]
             runs += rows
             print_prompt_table(prompt["id"], temperature, rows, simulated is not None)

@@ -238,7 +238,21 @@ def cmd_info(args) -> int:
         print(f"AMX:          off: its batched kernels crash ({cpu_weights.AMX_ISSUE}); --allow-amx turns it on")
     if args.model:
         print_layout(args, found.gpu)
+        print_auto_memory(args, found.gpu)
     return 0
+
+
+def print_auto_memory(args, gpu) -> None:
+    """What auto has learned of this pair's drafters in earlier sessions (costs are measured at each load)."""
+    from engine import paths
+    from engine.decoding import auto_memory
+
+    backend = gpu.backend if gpu is not None and args.gpu_layers != 0 else "CPU"
+    memory = auto_memory.load(paths.auto_memory_file(), auto_memory.pair_key(args.model, args.draft, backend))
+    lines = auto_memory.describe(memory) or ["nothing yet: auto starts from its priors and probes the draft model"]
+    print(f"auto learned: {lines[0]}")
+    for line in lines[1:]:
+        print(f"              {line}")
 
 
 def print_layout(args, gpu) -> None:
@@ -278,6 +292,7 @@ def print_memory(label: str, path: str, header) -> None:
 
 
 def load_engine(args):
+    from engine import paths
     from engine.decoding.chat_engine import Engine
     from engine.models import starter
 
@@ -297,7 +312,11 @@ def load_engine(args):
         f"loading {os.path.basename(model)}" + (f" with draft {os.path.basename(draft)}" if draft else ""),
         file=sys.stderr,
     )
-    engine = Engine(ModelSpec(model, mtp=args.mtp, **common), ModelSpec(draft, **common) if draft else None)
+    engine = Engine(
+        ModelSpec(model, mtp=args.mtp, **common),
+        ModelSpec(draft, **common) if draft else None,
+        memory_file=paths.auto_memory_file(),
+    )
     info = engine.info
     print(
         f"{info.placement()}, "

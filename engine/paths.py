@@ -27,3 +27,8 @@ def models_dir() -> Path:
 def history_dir() -> Path:
     """The user's history indexes (engine/history), one folder per vocabulary: only ever on this machine."""
     return data_dir() / "history"
+
+
+def auto_memory_file() -> Path:
+    """What auto learned of each model pair's drafters (engine/decoding/auto_memory): only ever on this machine."""
+    return data_dir() / "auto_memory.json"

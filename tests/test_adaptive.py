@@ -2,7 +2,7 @@
 
 from engine.config import ChatMessage, DrafterKind, DrafterMode, SamplingParams, SpecParams
 from engine.decoding.events import DoneEvent
-from engine.decoding.policy import CostModel
+from engine.decoding.policy import CostModel, FixedCosts
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=40)
 
@@ -17,16 +17,6 @@ COPY_TASK = [
 
 def answer(engine, messages, spec=SpecParams(), sampling=GREEDY) -> DoneEvent:
     return [e for e in engine.chat(messages, sampling, spec) if isinstance(e, DoneEvent)][0]
-
-
-class FixedCosts(CostModel):
-    """A machine with these costs: the live timing updates are ignored, so the choice depends on them only."""
-
-    def observe_verify(self, n, seconds):
-        pass
-
-    def observe_draft_step(self, seconds):
-        pass
 
 
 def with_costs(engine, costs: CostModel):

@@ -157,9 +157,11 @@ def test_history_is_offered_only_where_it_matches_further_back_than_lookup():
 def test_tracker_keys_band_match_lengths_and_carry_their_priors():
     history = HistoryDrafter(None)
     assert [history.band(n) for n in (3, 4, 7, 8, 15, 16, 40)] == [3, 4, 4, 8, 8, 16, 16]
-    assert [LookupDrafter().band(n) for n in (1, 2, 3, 4)] == [1, 2, 3, 3]
+    assert [LookupDrafter().band(n) for n in (1, 2, 3, 4, 9, 32)] == [1, 2, 3, 4, 8, 16]
     assert history.tracker(TrackerKey(DrafterKind.HISTORY, 16)).rates == (0.8, 0.9)
     assert LookupDrafter().tracker(TrackerKey(DrafterKind.LOOKUP, 3)).rates == (0.5, 0.5)
+    # A long match of the prompt (a quote) is as good a bet as one of the user's history.
+    assert LookupDrafter().tracker(TrackerKey(DrafterKind.LOOKUP, 16)).rates == (0.8, 0.9)
     history.forget()
     assert history.trackers == {}
 

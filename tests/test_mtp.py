@@ -12,7 +12,7 @@ import pytest
 from engine.config import ChatMessage, DrafterKind, DrafterMode, ModelSpec, SamplingParams, SpecParams, TokenSource
 from engine.decoding.chat_engine import Engine
 from engine.decoding.events import DoneEvent, FinishReason, TokenEvent
-from engine.decoding.policy import CostModel
+from engine.decoding.policy import FixedCosts
 from engine.llama.runner import ModelRunner
 from tests.mtp_fixture import with_mtp_head
 from tests.synthetic_models import synthetic
@@ -120,19 +120,11 @@ def test_the_head_follows_regenerate_the_next_turn_and_a_cancel(heads):
         fresh.close()
 
 
-class _FixedCosts(CostModel):
-    def observe_verify(self, n, seconds):
-        pass
-
-    def observe_mtp_step(self, seconds):
-        pass
-
-
 def test_auto_drafts_with_the_head_where_verification_is_cheap(heads):
     """A GPU's costs: verifying 8 tokens about as dear as one step, a head step a twentieth of it."""
     e = engine(heads[1])
     try:
-        e.speculator.costs = _FixedCosts({1: 0.010, 2: 0.0102, 4: 0.0105, 8: 0.011}, mtp_step_s=0.0005)
+        e.speculator.costs = FixedCosts({1: 0.010, 2: 0.0102, 4: 0.0105, 8: 0.011}, mtp_step_s=0.0005)
         e.speculator.forget_acceptance()
         tokens, _, done = answer(e, params=SpecParams())
         assert tokens == answer(e, params=OFF)[0]

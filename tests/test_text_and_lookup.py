@@ -13,15 +13,27 @@ def test_lookup_continues_the_most_recent_occurrence_of_the_longest_ngram():
     history = [1, 2, 3, 4, 5, 9, 2, 3, 7, 1, 2, 3]
     # "1 2 3" occurred at the start, followed by 4 5 9; "2 3" last occurred followed by 7.
     assert index.propose(history, 3) == [4, 5, 9]
-    assert index.last_match_size == 3
+    assert index.last_match_length == 3  # the start of history: nothing further back
 
 
 def test_lookup_falls_back_to_shorter_ngrams_and_to_nothing():
     index = NgramIndex(1, 3)
     assert index.propose([5, 6, 7, 8, 6], 2) == [7, 8]
-    assert index.last_match_size == 1
+    assert index.last_match_length == 1
     assert index.propose([1, 2, 3], 2) == []
-    assert index.last_match_size == 0
+    assert index.last_match_length == 0
+
+
+def test_a_lookup_match_is_followed_back_beyond_its_ngram():
+    """A quote: the answer's last 12 tokens stand in the prompt, so the match is 12 long, not 4."""
+    passage = list(range(100, 140))
+    index = NgramIndex(1, 4)
+    history = [7, 8] + passage + [9, 9] + passage[:12]
+    assert index.propose(history, 3) == passage[12:15]
+    assert index.last_match_length == 12
+    long_quote = [7] + passage + [9] + passage[:39]
+    index.propose(long_quote, 1)
+    assert index.last_match_length == 32  # followed at most MAX_MATCH back
 
 
 def test_lookup_index_follows_an_edited_history():

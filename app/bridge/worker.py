@@ -43,6 +43,7 @@ from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 from engine import DoneEvent, RoundEvent, TokenEvent
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
 from engine.errors import ContextFullError, IncompatibleDraftError, OperationCancelled, user_message
+from engine.paths import auto_memory_file as default_auto_memory_file
 from engine.paths import history_dir as default_history_dir
 from engine.serving.fair_queue import FairQueue, Ticket
 
@@ -138,13 +139,20 @@ class EngineWorker(QObject):
     tokens_counted = Signal(object)  # TokenCount, for the newest CountRequest only
     history_forgotten = Signal(object)  # the conversation id (None: all of it), once gone from memory and disk
 
-    def __init__(self, history_dir: Path | None = None):
-        """history_dir: the user's history indexes (engine.paths.history_dir()); None: no history at all."""
+    def __init__(self, history_dir: Path | None = None, memory_file: Path | None = None):
+        """history_dir: the user's history indexes (engine.paths.history_dir()); None: no history at all.
+        memory_file: what auto learned of each model pair (engine.paths.auto_memory_file()); None: not kept."""
         super().__init__()
         self.engine = None
         self.history_dir = history_dir
+        self.memory_file = memory_file
         # Set by EngineHost.shutdown (any thread): requests still queued are skipped.
         self.closing = threading.Event()
+
+    @property
+    def _kept(self) -> dict:
+        """Where the engine keeps what outlives it: the history index and auto's memory."""
+        return {"history_dir": self.history_dir, "memory_file": self.memory_file}
 
     @Slot(object, object, object)
     def load(self, target: ModelSpec | None, draft: ModelSpec | None, cancel: threading.Event) -> None:
@@ -156,11 +164,11 @@ class EngineWorker(QObject):
 
             progress = self.load_progress.emit
             try:
-                self.engine = Engine(target, draft, progress=progress, cancel=cancel, history_dir=self.history_dir)
+                self.engine = Engine(target, draft, progress=progress, cancel=cancel, **self._kept)
             except IncompatibleDraftError as e:
                 # Keep working with the target alone, and say why the draft was left out.
                 self.draft_refused.emit(user_message(e))
-                self.engine = Engine(target, None, progress=progress, cancel=cancel, history_dir=self.history_dir)
+                self.engine = Engine(target, None, progress=progress, cancel=cancel, **self._kept)
             self.loaded.emit(self.engine.info)
         except OperationCancelled:
             log.info("loading cancelled")
@@ -322,7 +330,9 @@ class EngineHost(QObject):
         self.queue = FairQueue(self.dispatch)
         self.thread = QThread()
         self.thread.setObjectName("specula-engine")
-        self.worker = EngineWorker(history_dir if history_dir is not None else default_history_dir())
+        self.worker = EngineWorker(
+            history_dir if history_dir is not None else default_history_dir(), default_auto_memory_file()
+        )
         self.worker.moveToThread(self.thread)
         queued = Qt.ConnectionType.QueuedConnection
         self.load_requested.connect(self.worker.load, queued)

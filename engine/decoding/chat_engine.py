@@ -14,6 +14,7 @@ from engine.chat.prompt_tokens import PromptTokenizer
 from engine.chat.reasoning import ReasoningSplitter
 from engine.chat.template import ChatFormatter
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
+from engine.decoding import auto_memory
 from engine.decoding.events import DoneEvent, Event, FinishReason
 from engine.decoding.policy import Calibration
 from engine.decoding.speculator import Speculator
@@ -101,11 +102,15 @@ class Engine:
         cancel: threading.Event | None = None,
         history_dir: Path | None = None,
         history_max_tokens: int = history_store.DEFAULT_MAX_TOKENS,
+        memory_file: Path | None = None,
     ):
         """Load the models and measure this machine.
 
         history_dir, when given, holds the user's history indexes, one folder per vocabulary: the
         target's is opened, auto drafts from it, and chat(remember=...) adds to it.
+
+        memory_file, when given, keeps what auto learns of the drafters' acceptance across restarts
+        (engine.paths.auto_memory_file(); engine.decoding.auto_memory): read now, written after each answer.
 
         cancel, when set from another thread, abandons the load within one tensor (llama.cpp
         asks the progress callback between tensors) or one calibration decode, and raises
@@ -128,6 +133,7 @@ class Engine:
             check_compatible(target_info, draft_info)
         self.draft = None
         self.history = None
+        self.memory_file = Path(memory_file) if memory_file is not None else None
         self.history_dir = Path(history_dir) if history_dir is not None else None
         self.gpu = backends.ensure_loaded().gpu
         target, draft, note = _place_on_gpu(target, target_info, draft, draft_info, self.gpu)
@@ -146,6 +152,9 @@ class Engine:
                 )
             try:
                 self.speculator = Speculator(self.target, self.draft, history=self.history)
+                self.memory_key = auto_memory.pair_key(target.path, draft.path if draft else None, self.target.backend)
+                if self.memory_file is not None:
+                    self.speculator.recall(auto_memory.load(self.memory_file, self.memory_key))
             except Cancelled:
                 raise OperationCancelled("Loading the models was cancelled.") from None
             finally:
@@ -212,6 +221,9 @@ class Engine:
         """Free the draft model and go on with the target alone (prompt lookup still drafts)."""
         if self.draft is None:
             return
+        if self.memory_file is not None:  # the pair's memory stays the pair's; from now on the target's alone
+            auto_memory.save(self.memory_file, self.memory_key, self.speculator.memory())
+            self.memory_key = auto_memory.pair_key(self.target.spec.path, None, self.target.backend)
         self.speculator.drop_draft_model()
         self.draft.close()
         self.draft = None
@@ -263,8 +275,11 @@ class Engine:
         opening, closing = self.formatter.reasoning_markers
         splitter = ReasoningSplitter(opening, closing, thinking=self.formatter.opens_reasoning)
         for event in self.speculator.stream(prompt, sampling, spec, cancel, stats, t_request, splitter):
-            if isinstance(event, DoneEvent) and remember is not None:
-                self._remember(remember, messages, prompt, event.finish_reason)
+            if isinstance(event, DoneEvent):
+                if remember is not None:
+                    self._remember(remember, messages, prompt, event.finish_reason)
+                if self.memory_file is not None:
+                    auto_memory.save(self.memory_file, self.memory_key, self.speculator.memory())
             yield event
 
     def _remember(self, conversation: int, messages: Sequence[ChatMessage], prompt: list[int], finish) -> None:

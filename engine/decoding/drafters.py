@@ -22,7 +22,7 @@ import numpy as np
 from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
 from engine.decoding.acceptance import Verdict
 from engine.decoding.lookup import NgramIndex
-from engine.decoding.policy import AcceptanceTracker, ConfidenceCalibration, CostModel, confidence_floor
+from engine.decoding.policy import DRIFT, AcceptanceTracker, ConfidenceCalibration, CostModel, confidence_floor
 from engine.decoding.sampling import Distribution, distribution, greedy_token
 from engine.errors import DecodeError
 from engine.history.store import HistoryIndex
@@ -73,6 +73,7 @@ class Drafter(ABC):
 
     kind: ClassVar[DrafterKind]
     source: ClassVar[TokenSource]
+    needs_probes: ClassVar[bool] = False  # learns only from its own drafts, so auto must try it (ModelDrafter)
     modes: ClassVar[frozenset[DrafterMode]]  # the settings that ask it
     fallback_modes: ClassVar[frozenset[DrafterMode]] = frozenset()  # ... only when no drafter before it offered
     # Acceptance expected before any is seen, (first, next) per band; none: AcceptanceTracker's own.
@@ -81,6 +82,7 @@ class Drafter(ABC):
     def __init__(self):
         self.trackers: dict[TrackerKey, AcceptanceTracker] = {}
         self.n_drafted = self.n_accepted = 0
+        self.rounds_unused = 0  # rounds since it last drafted (this session)
 
     def asked(self, spec: SpecParams, earlier: Sequence[Offer]) -> bool:
         """Whether the settings ask it this round; earlier: the offers of the drafters asked before it."""
@@ -104,6 +106,9 @@ class Drafter(ABC):
         if draft.drafter == self.kind:
             self.n_drafted += len(draft)
             self.n_accepted += verdict.n_accepted
+            self.rounds_unused = 0
+        else:
+            self.rounds_unused += 1
         self.learn(draft, verdict)
 
     @abstractmethod
@@ -121,6 +126,18 @@ class Drafter(ABC):
         self.trackers.clear()
         self.n_drafted = self.n_accepted = 0
 
+    def memory(self) -> dict[str, dict]:
+        """What its trackers learned, as JSON, by band ("-" for none): auto's memory (engine.decoding.auto_memory)."""
+        return {("-" if key.band is None else str(key.band)): t.counts() for key, t in self.trackers.items()}
+
+    def recall(self, memory: dict) -> None:
+        """Take memory() written earlier, by this or an earlier run; unknown or malformed entries are skipped."""
+        for band, counts in memory.items() if isinstance(memory, dict) else ():
+            if band == "-" or (isinstance(band, str) and band.isdigit()):
+                key = TrackerKey(self.kind, None if band == "-" else int(band))
+                if isinstance(counts, dict):
+                    self.tracker(key).recall(counts)
+
     # -- its cost, as auto prices it -------------------------------------------------------------
 
     def step_s(self, costs: CostModel) -> float:
@@ -134,6 +151,11 @@ class Drafter(ABC):
         """Time what drafting cost into the CostModel."""
 
 
+def match_band(match_length: int) -> int:
+    """The acceptance band of a match this many tokens long: 1, 2, 3, then 4+, 8+ and 16+."""
+    return 16 if match_length >= 16 else 8 if match_length >= 8 else 4 if match_length >= 4 else match_length
+
+
 class MatchDrafter(Drafter):
     """Continues a match of the context's end without running a model (lookup, history).
 
@@ -142,7 +164,13 @@ class MatchDrafter(Drafter):
     misses or runs out, whether the round drafted from it, drafted part of it, or drafted nothing.
     This is how auto notices that an answer has started copying, and learns that a copy run
     continues beyond the few tokens it dared to draft.
+
+    A long match usually goes on as before (SuffixDecoding's observation on the user's history, and
+    what a quote of the prompt does), so its priors let auto draft from it at once instead of after
+    a shadow run; the trackers correct them. Short matches start from AcceptanceTracker's own.
     """
+
+    PRIORS = {4: (0.5, 0.7), 8: (0.7, 0.85), 16: (0.8, 0.9)}
 
     def __init__(self):
         super().__init__()
@@ -153,9 +181,9 @@ class MatchDrafter(Drafter):
     def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int]:
         """Up to k_cap tokens continuing context's end, and how many tokens of context matched."""
 
-    @abstractmethod
     def band(self, match_length: int) -> int:
         """The acceptance band of a match this long."""
+        return match_band(match_length)
 
     def begin(self, spec: SpecParams) -> None:
         self.shadow = None  # a proposal from another answer says nothing about this one
@@ -204,10 +232,7 @@ class LookupDrafter(MatchDrafter):
 
     def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int]:
         tokens = self.index.propose(context, k_cap)
-        return tokens, self.index.last_match_size
-
-    def band(self, match_length: int) -> int:
-        return min(match_length, 3)
+        return tokens, self.index.last_match_length
 
 
 class HistoryDrafter(MatchDrafter):
@@ -220,10 +245,6 @@ class HistoryDrafter(MatchDrafter):
     modes = frozenset({DrafterMode.AUTO})
     MIN_MATCH = 3  # shorter matches are everywhere in a large history and say little
     MIN_SHARE = 0.3
-    # A long match of the user's own earlier words usually goes on as before (SuffixDecoding's
-    # observation), so auto may draft from it at once instead of after a long shadow run; the
-    # tracker corrects it.
-    PRIORS = {3: (0.5, 0.5), 4: (0.5, 0.7), 8: (0.7, 0.85), 16: (0.8, 0.9)}
 
     def __init__(self, index: HistoryIndex):
         super().__init__()
@@ -236,13 +257,16 @@ class HistoryDrafter(MatchDrafter):
         proposal = self.index.propose(context, k_cap, self.MIN_MATCH, self.MIN_SHARE)
         return proposal.tokens, proposal.match_length
 
-    def band(self, match_length: int) -> int:
-        return 16 if match_length >= 16 else 8 if match_length >= 8 else 4 if match_length >= 4 else self.MIN_MATCH
-
 
 class ModelDrafter(Drafter):
     """Runs a model token by token, stopping early when it is unsure. How well its confidence predicts
-    acceptance is calibrated (its adaptive p_min), and its steps are timed into the CostModel."""
+    acceptance is calibrated (its adaptive p_min), and its steps are timed into the CostModel.
+
+    Unlike a match drafter it learns nothing unless it drafts, so auto probes it now and then
+    (Speculator._probe); while another drafter is used, what it learned fades only slowly (DRIFT).
+    """
+
+    needs_probes = True  # auto learns its acceptance only by drafting with it
 
     def __init__(self):
         super().__init__()
@@ -279,9 +303,9 @@ class ModelDrafter(Drafter):
             self.tracker().observe(len(draft), verdict.n_accepted)
             self.calibration.observe(draft.confidence, verdict.n_accepted)
         else:
-            # Untried: drift back towards the prior, to be tried again.
-            self.tracker().decay()
-            self.calibration.decay()
+            # Untried: drift slowly back towards the prior.
+            self.tracker().decay(DRIFT)
+            self.calibration.decay(DRIFT)
 
     def forget(self) -> None:
         super().forget()

@@ -20,6 +20,9 @@ from engine.config import DrafterKind
 WINDOW = 15  # recent timings kept per batch width; their median resists a busy moment
 PLAIN_MARGIN = 1.05  # expected gain a drafter must promise before auto leaves plain decoding
 MEMORY = 0.85  # decay of acceptance counts per observation: about the last dozen matter
+# Decay per round of a model drafter's counts while another is used: what it learned fades slowly
+# (half in ~140 rounds) towards the prior, so it carries to the next answers.
+DRIFT = 0.995
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,23 @@ class CostModel:
         )
 
 
+class FixedCosts(CostModel):
+    """A machine's costs as given, never moved by real timings: for a simulated machine (the
+    benchmark's GPU regime) and for tests of auto's choices under known costs."""
+
+    def observe_verify(self, n: int, seconds: float) -> None:
+        pass
+
+    def observe_draft_step(self, seconds: float) -> None:
+        pass
+
+    def observe_mtp_step(self, seconds: float) -> None:
+        pass
+
+    def observe_rollback(self, seconds: float) -> None:
+        pass
+
+
 def _median(values) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
@@ -168,6 +188,7 @@ class AcceptanceTracker:
         self.prior_first, self.prior_next, self.prior_weight = prior_first, prior_next, prior_weight
         self.first = [0.0, 0.0]  # accepted, rejected
         self.next = [0.0, 0.0]
+        self.seen = 0  # rounds observed, ever (not decayed): how much auto has tried it at all
 
     def _rate(self, counts: list[float], prior: float) -> float:
         return (counts[0] + prior * self.prior_weight) / (counts[0] + counts[1] + self.prior_weight)
@@ -188,15 +209,30 @@ class AcceptanceTracker:
         if n_drafted <= 0:
             return
         self.decay()
+        self.seen += 1
         self.first[0 if n_accepted >= 1 else 1] += 1
         self.next[0] += max(n_accepted - 1, 0)
         if 1 <= n_accepted < n_drafted:
             self.next[1] += 1
 
-    def decay(self) -> None:
+    def decay(self, factor: float = MEMORY) -> None:
         for counts in (self.first, self.next):
-            counts[0] *= MEMORY
-            counts[1] *= MEMORY
+            counts[0] *= factor
+            counts[1] *= factor
+
+    def counts(self) -> dict[str, list[float]]:
+        """What it has seen, as JSON (the priors are the drafter's, not stored)."""
+        return {"first": [round(c, 4) for c in self.first], "next": [round(c, 4) for c in self.next], "seen": self.seen}
+
+    def recall(self, counts: dict) -> None:
+        """Take counts() written earlier; anything malformed leaves the tracker as it was."""
+        try:
+            first, cont = [float(c) for c in counts["first"]], [float(c) for c in counts["next"]]
+            seen = int(counts.get("seen", 0))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return
+        if len(first) == len(cont) == 2 and all(0.0 <= c < 1e6 for c in first + cont) and seen >= 0:  # NaN fails
+            self.first, self.next, self.seen = first, cont, seen
 
 
 def expected_tokens(alpha: float | tuple[float, float], k: int) -> float:
@@ -279,9 +315,9 @@ class ConfidenceCalibration:
         self.confidence += sum(judged)
         self.accepted += n_accepted
 
-    def decay(self) -> None:
-        self.confidence *= MEMORY
-        self.accepted *= MEMORY
+    def decay(self, factor: float = MEMORY) -> None:
+        self.confidence *= factor
+        self.accepted *= factor
 
 
 def confidence_floor(

@@ -36,7 +36,7 @@ from engine.decoding.drafters import (
     TrackerKey,
 )
 from engine.decoding.events import DoneEvent, Event, FinishReason, RoundEvent, TokenEvent
-from engine.decoding.policy import AcceptanceTracker, CostModel, Option, best_choice
+from engine.decoding.policy import AcceptanceTracker, Choice, CostModel, Option, best_choice
 from engine.decoding.sampling import Distribution, distribution, make_rng
 from engine.decoding.stats import AnswerStats, Round
 from engine.errors import ContextFullError, EngineError
@@ -45,6 +45,15 @@ from engine.llama.memory import CheckpointKind
 from engine.llama.runner import Cancelled, ModelRunner
 
 CALIBRATION_SIZES = (1, 2, 4, 8)
+# Probes: a drafter that learns only by drafting (a model) is tried by auto, at the length that
+# would pay were its tokens mostly accepted (PROBE_RATES), while it has been judged on fewer than
+# PROBE_SEEN rounds (at most one probe in PROBE_GAP rounds), and again after REPROBE_ROUNDS rounds
+# unused. A drafter that could not pay even then is never probed: on a CPU where a draft model
+# cannot beat plain decoding, exploring it costs nothing.
+PROBE_RATES = (0.9, 0.9)
+PROBE_SEEN = 3
+PROBE_GAP = 8
+REPROBE_ROUNDS = 64
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,7 @@ class Speculator:
             self.drafters.append(MtpDrafter(target.mtp))
         self.last_answer: list[int] = []  # the tokens of the latest answer, for the history index
         self.costs = costs or self.calibrate()
+        self.rounds_since_probe = PROBE_GAP
 
     def calibrate(self) -> CostModel:
         """Time target decodes of a few widths and one draft step (under a second on 2 CPU cores)."""
@@ -136,6 +146,16 @@ class Speculator:
     def forget_acceptance(self) -> None:
         for drafter in self.drafters:
             drafter.forget()
+
+    def memory(self) -> dict[str, dict]:
+        """What auto has learned of each drafter's acceptance, as JSON (engine.decoding.auto_memory keeps it)."""
+        return {d.kind.value: d.memory() for d in self.drafters if d.trackers}
+
+    def recall(self, memory: dict) -> None:
+        """Take memory() from an earlier session with the same models; unknown drafters are skipped."""
+        for drafter in self.drafters:
+            if isinstance(memory, dict) and drafter.kind.value in memory:
+                drafter.recall(memory[drafter.kind.value])
 
     # -- one answer: the text layer ----------------------------------------------------------
 
@@ -334,6 +354,8 @@ class Speculator:
         choice = best_choice(
             self.costs, options, allow_none=spec.mode == DrafterMode.AUTO, fixed_k=spec.draft_length is not None
         )
+        if spec.mode == DrafterMode.AUTO and spec.draft_length is None:
+            choice = self._probe(offers, choice) or choice
         chosen = next((o.drafter for o in offers if o.drafter.kind == choice.drafter), None)
         if chosen is None:
             return NO_DRAFT
@@ -347,6 +369,26 @@ class Speculator:
         if spec.sample_and_match:
             draft.p_draft = [None] * len(draft)  # a point mass: accepted iff the target samples it
         return draft
+
+    def _probe(self, offers: list[Offer], choice: Choice) -> Choice | None:
+        """This round as a probe of a drafter auto knows too little about (see PROBE_RATES), or None."""
+        self.rounds_since_probe += 1
+        if self.rounds_since_probe < PROBE_GAP:
+            return None
+        for offer in offers:
+            drafter = offer.drafter
+            tracker = drafter.tracker(offer.key)
+            if not drafter.needs_probes or drafter.kind == choice.drafter:
+                continue
+            if tracker.seen >= PROBE_SEEN and drafter.rounds_unused < REPROBE_ROUNDS:
+                continue
+            hopeful = best_choice(
+                self.costs, {drafter.kind: Option(PROBE_RATES, offer.k_max, drafter.step_s(self.costs))}
+            )
+            if hopeful.drafter == drafter.kind:
+                self.rounds_since_probe = 0
+                return hopeful
+        return None
 
     @staticmethod
     def _verify(logits: np.ndarray, draft: Draft, sampling: SamplingParams, rng) -> Verdict:

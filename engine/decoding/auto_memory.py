@@ -1,0 +1,80 @@
+"""What auto learned of each drafter's acceptance, kept across restarts (Speculator.memory / recall).
+
+One small JSON file on this computer (engine.paths.auto_memory_file), an entry per target, draft
+and backend: how often a draft model's tokens are accepted depends on the pair, and a draft model
+auto never tried would otherwise be rediscovered, probe by probe, after every start. Costs are not
+kept: they are measured at every load. A missing, damaged or foreign file means starting from the
+priors, never an error; a file that cannot be written is logged and the answer goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from engine.json_file import write_json
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+MAX_PAIRS = 32  # entries kept, the most recently used first
+
+
+def pair_key(target: str, draft: str | None, backend: str) -> str:
+    """The entry for these models: file names and sizes (a re-download of the same file keeps it)."""
+
+    def name(path: str | None) -> str:
+        if not path:
+            return "-"
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = 0
+        return f"{Path(path).name}:{size}"
+
+    return f"{name(target)} | {name(draft)} | {backend}"
+
+
+def _entries(path: Path) -> dict[str, dict]:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != VERSION or not isinstance(data.get("pairs"), dict):
+        return {}
+    return {k: v for k, v in data["pairs"].items() if isinstance(v, dict)}
+
+
+def load(path: Path, key: str) -> dict:
+    """The memory kept for key ({} when there is none or the file cannot be read)."""
+    return _entries(path).get(key, {})
+
+
+def save(path: Path, key: str, memory: dict) -> None:
+    """Keep memory for key beside the other pairs' (the least recently used beyond MAX_PAIRS dropped)."""
+    pairs = {key: memory} | {k: v for k, v in _entries(path).items() if k != key}
+    try:
+        write_json(path, {"version": VERSION, "pairs": dict(list(pairs.items())[:MAX_PAIRS])})
+    except OSError as e:
+        log.warning("auto's memory was not saved to %s: %s", path, e)
+
+
+def describe(memory: dict) -> list[str]:
+    """What the memory says, a line per drafter and match band: "draft-model: first token accepted 0.82, ..."."""
+    lines = []
+    for kind, bands in sorted(memory.items()):
+        for band, counts in sorted(bands.items(), key=lambda item: (len(item[0]), item[0])):
+            try:
+                (first_yes, first_no), (next_yes, next_no) = counts["first"], counts["next"]
+                seen = int(counts.get("seen", 0))
+            except (KeyError, TypeError, ValueError):
+                continue
+            where = "" if band == "-" else f" (matches of {band}+ tokens)"
+            first = first_yes / (first_yes + first_no) if first_yes + first_no else float("nan")
+            cont = next_yes / (next_yes + next_no) if next_yes + next_no else float("nan")
+            lines.append(
+                f"{kind}{where}: first token accepted {first:.2f}, the next ones {cont:.2f} (seen in {seen} rounds)"
+            )
+    return lines

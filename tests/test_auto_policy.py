@@ -1,0 +1,197 @@
+"""Auto's choice over answers, without a model: a stand-in target (tests/test_drafters.py's RuleTarget),
+fixed costs, and a draft model whose acceptance is scripted. Behaviour, never timings: which drafter
+auto uses, in which rounds, what it carries to the next answer and across a restart, and that the
+text never changes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
+from engine.decoding import auto_memory
+from engine.decoding.drafters import Draft, ModelDrafter, TrackerKey
+from engine.decoding.policy import FixedCosts
+from engine.decoding.speculator import PROBE_GAP, PROBE_SEEN, REPROBE_ROUNDS, Speculator
+from tests.test_drafters import RuleTarget, answer, follow
+
+AUTO = SpecParams(mode=DrafterMode.AUTO, history=False)
+PLAIN = SpecParams(mode=DrafterMode.OFF)
+LONG = SamplingParams(temperature=0.0, max_tokens=240)
+GPU = {1: 0.010, 2: 0.0102, 4: 0.0105, 8: 0.011}  # verifying 8 tokens costs about one step
+CPU = {1: 0.010, 2: 0.020, 4: 0.040, 8: 0.080}  # verifying n tokens costs n steps
+
+
+class ScriptedDraft(ModelDrafter):
+    """A draft model whose tokens are right while right(round) says so; auto's prior for it is low."""
+
+    kind = DrafterKind.DRAFT_MODEL
+    source = TokenSource.DRAFT_MODEL
+    modes = frozenset({DrafterMode.AUTO, DrafterMode.DRAFT_MODEL})
+    PRIORS = {None: (0.1, 0.1)}  # "a draft model for another kind of text": not worth it, a priori
+
+    def __init__(self, step_s: float, right=lambda n: True):
+        super().__init__()
+        self.step, self.right, self.rounds_drafted = step_s, right, 0
+
+    def extend(self, draft: Draft, context, sampling, rng, p_min) -> None:
+        right = self.right(self.rounds_drafted)
+        self.rounds_drafted += 1
+        token = context[-1]
+        for _ in range(draft.draft_length):
+            token = follow(token) if right else follow(token) % 31 + 1  # RuleTarget's vocabulary: 1..31
+            draft.tokens.append(token)
+            draft.p_draft.append(None)
+            draft.confidence.append(1.0)
+            draft.n_steps += 1
+
+    def measured_step_s(self, costs):
+        return self.step
+
+    def observe_step(self, costs, seconds):
+        pass
+
+
+def speculator(costs: dict, draft: ScriptedDraft) -> Speculator:
+    """RuleTarget's answers repeat every few tokens: lookup is left out, so the draft model is on its own."""
+    s = Speculator(RuleTarget(), costs=FixedCosts(costs))
+    s.drafters = [draft]
+    return s
+
+
+class RecitingTarget(RuleTarget):
+    """A target that recites a text after its prompt, whatever it is fed: row i's argmax is the text's
+    token at i + 1 - len(prompt), then its end-of-generation token (0)."""
+
+    n_vocab = 64
+
+    def __init__(self, prompt_length: int, text: list[int]):
+        super().__init__()
+        self.prompt_length, self.text = prompt_length, text
+
+    def eval(self, tokens, n_logits=1, checkpoint=None):
+        self.last_decoded = len(tokens)
+        if n_logits == 0:
+            return None
+        logits = np.zeros((n_logits, self.n_vocab), dtype=np.float32)
+        for row, position in enumerate(range(len(tokens) - n_logits, len(tokens))):
+            j = position + 1 - self.prompt_length
+            logits[row, self.text[j] if 0 <= j < len(self.text) else 0] = 10.0
+        return logits
+
+
+def rounds_by(done, kind: DrafterKind) -> list[int]:
+    return [i for i, r in enumerate(done.stats.rounds) if r.drafter == kind]
+
+
+def test_auto_discovers_a_draft_model_whose_prior_was_low_within_a_few_probes():
+    draft = ScriptedDraft(step_s=0.0005)  # every token right, its step cheap: it pays on this GPU
+    s = speculator(GPU, draft)
+    _, plain = answer(s, PLAIN, LONG)
+    _, done = answer(s, AUTO, LONG)
+    used = rounds_by(done, DrafterKind.DRAFT_MODEL)
+    # Probes from the second round on, PROBE_GAP apart, then auto's own choice from the evidence.
+    assert used and used[0] == 1
+    assert used[PROBE_SEEN - 1] <= 1 + (PROBE_SEEN - 1) * PROBE_GAP
+    tail = done.stats.rounds[used[PROBE_SEEN - 1] + 1 :]
+    assert tail and all(r.drafter == DrafterKind.DRAFT_MODEL for r in tail)
+    assert done.text == plain.text  # lossless throughout
+    assert max(r.draft_length for r in tail) >= 4  # full acceptance on a GPU: long drafts
+
+
+def test_a_draft_model_that_could_not_pay_even_if_always_right_is_never_probed():
+    # A CPU where a draft step costs 0.6 of a target step and verifying n tokens n steps.
+    s = speculator(CPU, ScriptedDraft(step_s=0.006))
+    _, done = answer(s, AUTO, LONG)
+    assert rounds_by(done, DrafterKind.DRAFT_MODEL) == []
+
+
+def test_auto_gives_up_on_a_draft_model_that_stopped_paying_and_probes_it_rarely():
+    draft = ScriptedDraft(step_s=0.0005, right=lambda n: n < 12)  # right for 12 rounds, then never
+    s = speculator(GPU, draft)
+    _, plain = answer(s, PLAIN, LONG)
+    _, done = answer(s, AUTO, LONG)
+    used = rounds_by(done, DrafterKind.DRAFT_MODEL)
+    rounds = len(done.stats.rounds)
+    wrong = [i for i in used if done.stats.rounds[i].accepted == 0]
+    # Its estimate falls with each wrong round (MEMORY); at these costs even a third of its first
+    # tokens would pay, so it takes a dozen rounds to stop; then it is tried only as a probe.
+    assert 1 <= len(wrong) <= 16 + rounds // REPROBE_ROUNDS
+    late = [i for i in used if i > used[11] + 20]
+    assert len(late) <= 1 + rounds // REPROBE_ROUNDS
+    assert done.text == plain.text
+
+
+def test_a_quote_of_the_prompt_is_drafted_in_long_runs_as_soon_as_it_shows():
+    """The answer quotes a 40-token passage of the prompt. At CPU-like costs (one more verified token
+    costs a third of a step), auto drafts from lookup from the first round it may, and longer runs as
+    the match grows, by its band's prior: 2 tokens from 8 matched, 3 (the best here) from 16."""
+    passage = list(range(20, 60))
+    prompt = [10, 11, *passage, 12]
+    s = Speculator(RecitingTarget(len(prompt), passage), costs=FixedCosts({1: 0.037, 2: 0.050, 4: 0.082, 8: 0.180}))
+    events = list(s.stream(prompt, SamplingParams(temperature=0.0, max_tokens=60), AUTO))
+    done = events[-1]
+    rounds = done.stats.rounds
+    assert done.text == "".join(f"t{t} " for t in passage)
+    assert all(r.drafter == DrafterKind.LOOKUP for r in rounds[1:])
+    n_answer = np.cumsum([r.accepted + 1 for r in rounds])  # the answer's length after each round
+    for matched, length in ((8, 2), (16, 3)):
+        long_match = [r for r, before in zip(rounds[1:], n_answer, strict=False) if before >= matched]
+        assert long_match[:-1] and all(r.draft_length >= length for r in long_match[:-1])  # the last: the end
+    assert all(r.accepted == r.drafted for r in rounds[:-1])
+    assert len(rounds) <= 16  # plain decoding takes 41
+
+
+def test_what_auto_learned_carries_to_the_next_answer_and_across_a_restart(tmp_path):
+    s = speculator(GPU, ScriptedDraft(step_s=0.0005))
+    _, first = answer(s, AUTO, LONG)
+    assert rounds_by(first, DrafterKind.DRAFT_MODEL)[0] == 1  # a probe: it knew nothing yet
+    # The next answer: no probing needed, the draft model from the first round it may draft.
+    _, second = answer(s, AUTO, LONG)
+    assert all(r.drafter == DrafterKind.DRAFT_MODEL for r in second.stats.rounds[1:-1])  # the last: 1 token left
+
+    file = tmp_path / "auto_memory.json"
+    key = auto_memory.pair_key("target.gguf", "draft.gguf", "CPU")
+    auto_memory.save(file, key, s.memory())
+    restarted = speculator(GPU, ScriptedDraft(step_s=0.0005))
+    restarted.recall(auto_memory.load(file, key))
+    tracker = restarted.tracker(TrackerKey(DrafterKind.DRAFT_MODEL))
+    assert tracker.seen >= PROBE_SEEN and tracker.first_rate > 0.75
+    _, after = answer(restarted, AUTO, LONG)
+    assert all(r.drafter == DrafterKind.DRAFT_MODEL for r in after.stats.rounds[1:-1])
+    assert after.text == first.text == second.text
+    # Another pair starts from its priors.
+    assert auto_memory.load(file, auto_memory.pair_key("target.gguf", None, "CPU")) == {}
+
+
+def test_a_damaged_or_foreign_memory_file_means_starting_from_the_priors(tmp_path):
+    file = tmp_path / "auto_memory.json"
+    key = auto_memory.pair_key("t.gguf", "d.gguf", "CPU")
+    for content in (b"\x00\xff not json", b"[1, 2]", b'{"version": 99, "pairs": {}}'):
+        file.write_bytes(content)
+        assert auto_memory.load(file, key) == {}
+    # Malformed entries inside a good file are skipped, the rest is taken.
+    file.write_text(
+        json.dumps(
+            {
+                "version": auto_memory.VERSION,
+                "pairs": {
+                    key: {
+                        "draft-model": {"-": {"first": [3, "x"], "next": [1, 1]}},
+                        "lookup": {"16": {"first": [4.0, 0.0], "next": [30.0, 1.0], "seen": 4}, "abc": {}},
+                        "no-such-drafter": {"-": {"first": [1, 1], "next": [1, 1]}},
+                    }
+                },
+            }
+        )
+    )
+    s = Speculator(RuleTarget(), costs=FixedCosts(GPU))
+    s.drafters.append(ScriptedDraft(step_s=0.0005))
+    s.recall(auto_memory.load(file, key))
+    assert s.tracker(TrackerKey(DrafterKind.DRAFT_MODEL)).seen == 0  # left at its prior
+    assert s.tracker(TrackerKey(DrafterKind.LOOKUP, 16)).seen == 4
+    # Saving over a damaged file replaces it with a good one.
+    file.write_bytes(b"\x00")
+    auto_memory.save(file, key, s.memory())
+    assert auto_memory.load(file, key)["lookup"]["16"]["seen"] == 4

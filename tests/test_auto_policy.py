@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
 from engine.decoding import auto_memory
-from engine.decoding.drafters import Draft, ModelDrafter, TrackerKey
+from engine.decoding.drafters import Draft, ModelDrafter, TrackerKey, _take
 from engine.decoding.policy import FixedCosts
 from engine.decoding.speculator import PROBE_GAP, PROBE_SEEN, REPROBE_ROUNDS, Speculator
 from tests.test_drafters import RuleTarget, answer, follow
@@ -95,7 +96,7 @@ def test_auto_discovers_a_draft_model_whose_prior_was_low_within_a_few_probes():
     assert used and used[0] == 1
     assert used[PROBE_SEEN - 1] <= 1 + (PROBE_SEEN - 1) * PROBE_GAP
     tail = done.stats.rounds[used[PROBE_SEEN - 1] + 1 :]
-    assert tail and all(r.drafter == DrafterKind.DRAFT_MODEL for r in tail)
+    assert tail[:-1] and all(r.drafter == DrafterKind.DRAFT_MODEL for r in tail[:-1])  # the last: 1 token left
     assert done.text == plain.text  # lossless throughout
     assert max(r.draft_length for r in tail) >= 4  # full acceptance on a GPU: long drafts
 
@@ -195,3 +196,17 @@ def test_a_damaged_or_foreign_memory_file_means_starting_from_the_priors(tmp_pat
     file.write_bytes(b"\x00")
     auto_memory.save(file, key, s.memory())
     assert auto_memory.load(file, key)["lookup"]["16"]["seen"] == 4
+
+
+def test_a_greedy_model_drafter_stops_where_its_whole_run_is_no_longer_likely():
+    """The adaptive floor holds the chance that every token so far is accepted (the product of the
+    model's confidences), since a token after a rejected one is wasted; a user's p_min, each token."""
+    logits = np.log(np.array([0.7, 0.1, 0.1, 0.1], dtype=np.float32))  # 70 % sure of token 0, every step
+    rng = np.random.default_rng(0)
+    greedy = SamplingParams(temperature=0.0)
+    for joint, expected in ((True, 2), (False, 5)):
+        draft = Draft(DrafterKind.DRAFT_MODEL, 5, joint_floor=joint)
+        while len(draft) < 5 and _take(draft, logits, greedy, rng, p_min=0.4):
+            pass
+        # joint: 0.7, then 0.49, then 0.34 < 0.4 stops; per token: 0.7 >= 0.4 every time.
+        assert len(draft) == expected and draft.confidence[0] == pytest.approx(0.7, abs=1e-5)

@@ -72,7 +72,7 @@ class Oracle(Drafter):
     def offer(self, context, k_cap, earlier):
         return Offer(self, TrackerKey(self.kind), k_cap)
 
-    def draft(self, context, k, sampling, rng, p_min):
+    def draft(self, context, k, sampling, rng, p_min, joint=False):
         tokens = [follow(context[-1])]
         while len(tokens) < k:
             tokens.append(follow(tokens[-1]))

@@ -93,7 +93,7 @@ class Replay(Drafter):
             return None
         return Offer(self, TrackerKey(self.kind), min(k_cap, len(self.sequence) - n))
 
-    def draft(self, context, k, sampling, rng, p_min):
+    def draft(self, context, k, sampling, rng, p_min, joint=False):
         tokens = self.sequence[len(context) : len(context) + k]
         return Draft(self.kind, k, tokens, [None] * len(tokens), source=self.source)
 

@@ -189,7 +189,17 @@ def comparison_text(comparison: dict) -> str:
         parts.append(f"texts differ{detail}")
         if comparison.get("temperature", 0) > 0:
             parts.append("expected above temperature 0: speculative sampling keeps the distribution, not each draw")
+        else:
+            parts.append(GREEDY_PARTING)
     return " · ".join(parts)
+
+
+# What greedy speculation guarantees, and what it does not (engine.bench_lossless measures it).
+GREEDY_PARTING = (
+    "at temperature 0 every token is still the model's top choice where it was computed, but verifying "
+    "several tokens at once rounds differently from one at a time, so where two candidates nearly tie "
+    "the choice can flip and the texts go their own ways"
+)
 
 
 def comparison_heading(comparison: dict) -> str:

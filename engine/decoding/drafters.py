@@ -38,6 +38,10 @@ class Draft:
     tokens: list[int] = field(default_factory=list)
     p_draft: list[Distribution | None] = field(default_factory=list)
     confidence: list[float] = field(default_factory=list)  # a model drafter's top probability per token
+    # A model drafter's floor applies to the chance that every token so far is accepted (the product
+    # of its confidences: a token after a rejected one is wasted), not to each token alone (p_min as
+    # the user sets it, llama.cpp's meaning).
+    joint_floor: bool = False
     seconds: float = 0.0
     n_steps: int = 0  # model decode steps taken
     source: TokenSource = TokenSource.TARGET  # what its accepted tokens are marked as
@@ -74,6 +78,7 @@ class Drafter(ABC):
     kind: ClassVar[DrafterKind]
     source: ClassVar[TokenSource]
     needs_probes: ClassVar[bool] = False  # learns only from its own drafts, so auto must try it (ModelDrafter)
+    stops_when_unsure: ClassVar[bool] = False  # ends its own draft below a confidence floor (ModelDrafter)
     modes: ClassVar[frozenset[DrafterMode]]  # the settings that ask it
     fallback_modes: ClassVar[frozenset[DrafterMode]] = frozenset()  # ... only when no drafter before it offered
     # Acceptance expected before any is seen, (first, next) per band; none: AcceptanceTracker's own.
@@ -97,9 +102,16 @@ class Drafter(ABC):
 
     @abstractmethod
     def draft(
-        self, context: Sequence[int], k: int, sampling: SamplingParams, rng: np.random.Generator, p_min: float
+        self,
+        context: Sequence[int],
+        k: int,
+        sampling: SamplingParams,
+        rng: np.random.Generator,
+        p_min: float,
+        joint: bool = False,
     ) -> Draft:
-        """Up to k tokens after context, for the offer it made this round; p_min: a model's floor of confidence."""
+        """Up to k tokens after context, for the offer it made this round; p_min: a model's floor of
+        confidence, for each token or (joint) for the chance that all so far are accepted."""
 
     def accept(self, draft: Draft, verdict: Verdict) -> None:
         """The target verified this round's draft, whoever drafted it."""
@@ -199,7 +211,7 @@ class MatchDrafter(Drafter):
             self.shadow = _Shadow(key, self.proposal)
         return Offer(self, key, len(tokens), match_length)
 
-    def draft(self, context, k, sampling, rng, p_min) -> Draft:
+    def draft(self, context, k, sampling, rng, p_min, joint=False) -> Draft:
         tokens = self.proposal[:k]
         return Draft(self.kind, k, tokens, [None] * len(tokens), source=self.source)
 
@@ -267,6 +279,7 @@ class ModelDrafter(Drafter):
     """
 
     needs_probes = True  # auto learns its acceptance only by drafting with it
+    stops_when_unsure = True
 
     def __init__(self):
         super().__init__()
@@ -291,9 +304,9 @@ class ModelDrafter(Drafter):
     def offer(self, context: Sequence[int], k_cap: int, earlier: Sequence[Offer]) -> Offer | None:
         return Offer(self, TrackerKey(self.kind), k_cap) if self.ready(context) else None
 
-    def draft(self, context, k, sampling, rng, p_min) -> Draft:
+    def draft(self, context, k, sampling, rng, p_min, joint=False) -> Draft:
         t0 = time.perf_counter()
-        draft = Draft(self.kind, k, source=self.source)
+        draft = Draft(self.kind, k, source=self.source, joint_floor=joint)
         self.extend(draft, context, sampling, rng, p_min)
         draft.seconds = time.perf_counter() - t0
         return draft
@@ -412,7 +425,8 @@ def _take(draft: Draft, logits: np.ndarray, sampling: SamplingParams, rng, p_min
     else:
         p = distribution(logits, sampling)
         token, confidence = p.sample(rng), p.top_prob
-    if confidence < p_min and draft.tokens:
+    sure = confidence * float(np.prod(draft.confidence)) if draft.joint_floor else confidence
+    if sure < p_min and draft.tokens:
         return False
     draft.tokens.append(token)
     draft.p_draft.append(p)

@@ -360,9 +360,17 @@ class Speculator:
         if chosen is None:
             return NO_DRAFT
         length = choice.draft_length
+        # A greedy model drafter stops where the chance that all its tokens so far match the target
+        # (the product of its top probabilities) falls below the break-even point, its adaptive p_min:
+        # a long run where it is sure, a short one where it is not; its average rates would cut every
+        # run to one length. Above temperature 0 the top probability says little about accepting a
+        # sampled token, so the rates choose the length and the floor applies to each token.
+        joint = sampling.greedy and spec.draft_p_min is None
+        if joint and chosen.stops_when_unsure and spec.draft_length is None:
+            length = options[chosen.kind].k_max
         p_min = spec.draft_p_min if spec.draft_p_min is not None else chosen.confidence_floor(self.costs, length)
         try:
-            draft = chosen.draft(committed, length, sampling, rng, p_min)
+            draft = chosen.draft(committed, length, sampling, rng, p_min, joint)
         except ContextFullError:  # the draft's context is smaller than the target's: go on without it
             return NO_DRAFT
         chosen.observe_cost(self.costs, draft)

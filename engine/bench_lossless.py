@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="target GGUF (default: the starter target)")
     parser.add_argument("--draft", help="draft GGUF (default: the starter draft)")
     parser.add_argument("--prompts-file", help="default: engine/data/heldout_prompts.json's prompts")
+    parser.add_argument("--split", help="only the prompts of this split (tuning or check)")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: " + ", ".join(MODES))
     parser.add_argument("--json", default="bench_lossless.json")
@@ -110,7 +111,11 @@ def main(argv: list[str] | None = None) -> int:
         target, draft = str(target_path), draft or str(draft_path)
     engine = Engine(ModelSpec(target), ModelSpec(draft) if draft else None)
     heldout = str(resources.files("engine").joinpath("data/heldout_prompts.json"))
-    prompts = load_prompts(args.prompts_file or heldout)["prompts"]
+    prompts = [
+        p
+        for p in load_prompts(args.prompts_file or heldout)["prompts"]
+        if not args.split or p.get("split") == args.split
+    ]
     modes = [m for m in args.modes.split(",") if m]
     print(f"# {engine.info.target_name} + {engine.info.draft_name}; {cpu_weights.cpu_features()}")
     print(f"# {engine.info.cpu_weights}; {len(prompts)} prompts, {args.max_tokens} tokens, temperature 0")

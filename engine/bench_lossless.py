@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draft", help="draft GGUF (default: the starter draft)")
     parser.add_argument("--prompts-file", help="default: engine/data/heldout_prompts.json's prompts")
     parser.add_argument("--split", help="only the prompts of this split (tuning or check)")
+    parser.add_argument("--prompts", help="only these prompt ids (comma-separated)")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: " + ", ".join(MODES))
     parser.add_argument("--json", default="bench_lossless.json")
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     prompts = [
         p
         for p in load_prompts(args.prompts_file or heldout)["prompts"]
-        if not args.split or p.get("split") == args.split
+        if (not args.split or p.get("split") == args.split) and (not args.prompts or p["id"] in args.prompts.split(","))
     ]
     modes = [m for m in args.modes.split(",") if m]
     print(f"# {engine.info.target_name} + {engine.info.draft_name}; {cpu_weights.cpu_features()}")

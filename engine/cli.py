@@ -249,7 +249,9 @@ def print_auto_memory(args, gpu) -> None:
 
     backend = gpu.backend if gpu is not None and args.gpu_layers != 0 else "CPU"
     memory = auto_memory.load(paths.auto_memory_file(), auto_memory.pair_key(args.model, args.draft, backend))
-    lines = auto_memory.describe(memory) or ["nothing yet: auto starts from its priors and probes the draft model"]
+    lines = auto_memory.describe(memory) or [
+        "nothing yet: auto starts from its priors (and probes the draft model where it could pay)"
+    ]
     print(f"auto learned: {lines[0]}")
     for line in lines[1:]:
         print(f"              {line}")

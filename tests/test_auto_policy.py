@@ -210,3 +210,14 @@ def test_a_greedy_model_drafter_stops_where_its_whole_run_is_no_longer_likely():
             pass
         # joint: 0.7, then 0.49, then 0.34 < 0.4 stops; per token: 0.7 >= 0.4 every time.
         assert len(draft) == expected and draft.confidence[0] == pytest.approx(0.7, abs=1e-5)
+
+
+def test_engine_info_says_what_auto_learned_in_words():
+    memory = {
+        "draft": {"-": {"first": [3.0, 1.0], "next": [9.0, 1.0], "seen": 5}},
+        "lookup": {"16": {"first": [1.0, 0.0], "next": [4.0, 0.0], "seen": 1}, "2": {"first": "?"}},
+    }
+    assert auto_memory.describe(memory) == [
+        "draft: first token accepted 0.75, the next ones 0.90 (seen in 5 rounds)",
+        "lookup (matches of 16+ tokens): first token accepted 1.00, the next ones 1.00 (seen in 1 rounds)",
+    ]

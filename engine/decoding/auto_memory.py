@@ -71,7 +71,7 @@ def describe(memory: dict) -> list[str]:
                 seen = int(counts.get("seen", 0))
             except (KeyError, TypeError, ValueError):
                 continue
-            where = "" if band == "-" else f" (matches of {band}+ tokens)"
+            where = "" if band == "-" else f" (matches of {band}{'+' if int(band) >= 4 else ''} tokens)"
             first = first_yes / (first_yes + first_no) if first_yes + first_no else float("nan")
             cont = next_yes / (next_yes + next_no) if next_yes + next_no else float("nan")
             lines.append(

@@ -212,6 +212,20 @@ def test_a_greedy_model_drafter_stops_where_its_whole_run_is_no_longer_likely():
         assert len(draft) == expected and draft.confidence[0] == pytest.approx(0.7, abs=1e-5)
 
 
+def test_a_joint_floor_corrects_each_tokens_confidence_before_the_product():
+    """A model accepted 80 % as often as it is sure is overconfident at every step, so a run of n
+    tokens is 0.8**n less likely than its confidences say, not 0.8 less likely."""
+    logits = np.log(np.array([0.95, 0.02, 0.02, 0.01], dtype=np.float32))
+    rng = np.random.default_rng(0)
+    greedy = SamplingParams(temperature=0.0)
+    for trust, expected in ((1.0, 13), (0.8, 2)):
+        draft = Draft(DrafterKind.DRAFT_MODEL, 16, joint_floor=True, trust=trust)
+        while len(draft) < 16 and _take(draft, logits, greedy, rng, p_min=0.5):
+            pass
+        # trusted: 0.95**13 = 0.513 >= 0.5 > 0.95**14; corrected: 0.76, 0.58, then 0.44 < 0.5 stops.
+        assert len(draft) == expected
+
+
 def test_engine_info_says_what_auto_learned_in_words():
     memory = {
         "draft": {"-": {"first": [3.0, 1.0], "next": [9.0, 1.0], "seen": 5}},

@@ -20,6 +20,7 @@ from engine.config import (
     TokenSource,
 )
 from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
+from engine.documents import cli as documents_cli
 from engine.errors import EngineError, user_message
 
 COLOURS = {
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--ctx", type=int, default=4096, help="context size in tokens, for the GPU fit")
     gpu_layers_arg(info)
     amx_arg(info)
+    documents_cli.add_parser(sub)
     return parser
 
 
@@ -188,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_starter()
         if args.command == "info":
             return cmd_info(args)
+        if args.command == "docs":
+            return documents_cli.run(args)
         if args.command == "serve":
             check_exposure(server_config(args))  # before the model loads: a refusal comes at once
         engine = load_engine(args)

@@ -32,3 +32,8 @@ def history_dir() -> Path:
 def auto_memory_file() -> Path:
     """What auto learned of each model pair's drafters (engine/decoding/auto_memory): only ever on this machine."""
     return data_dir() / "auto_memory.json"
+
+
+def documents_dir() -> Path:
+    """The document library's collections and index (engine/documents): only ever on this machine."""
+    return data_dir() / "documents"

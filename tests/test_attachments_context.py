@@ -15,32 +15,9 @@ from app.core.export import to_json, to_markdown
 from app.core.store import Store
 from engine.config import ChatMessage
 from tests.app_helpers import ANSWER_TIMEOUT_MS, ask, make_window, smol_settings  # noqa: F401 (a fixture)
+from tests.pdf_files import make_pdf
 
 COUNT_TIMEOUT_MS = 30_000
-
-
-def make_pdf(path, text: str) -> None:
-    """A one-page PDF whose page draws text in Helvetica, written with pypdf."""
-    from pypdf import PdfWriter
-    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
-
-    writer = PdfWriter()
-    page = writer.add_blank_page(width=612, height=792)
-    font = DictionaryObject(
-        {
-            NameObject("/Type"): NameObject("/Font"),
-            NameObject("/Subtype"): NameObject("/Type1"),
-            NameObject("/BaseFont"): NameObject("/Helvetica"),
-        }
-    )
-    page[NameObject("/Resources")] = DictionaryObject(
-        {NameObject("/Font"): DictionaryObject({NameObject("/F1"): writer._add_object(font)})}
-    )
-    stream = DecodedStreamObject()
-    stream.set_data(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode())
-    page[NameObject("/Contents")] = writer._add_object(stream)
-    with open(path, "wb") as f:
-        writer.write(f)
 
 
 @pytest.fixture

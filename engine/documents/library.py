@@ -1,0 +1,280 @@
+"""The document library on disk: which collections exist and what they hold, and their index.
+
+    documents/collections.json   the collections and their sources (folders, files): the user's choices,
+                                 small, written whole (engine.json_file)
+    documents/index.sqlite3      what was read of each file, its passages and their full-text index:
+                                 derived from the files, so a damaged one is set aside and rebuilt
+
+The index is SQLite in WAL mode: the indexer writes on its own connection while searches read on
+theirs. Each file is written in one transaction with its size, modification time and SHA-256,
+which is what makes indexing resumable: a file either is in the index whole, with the state it was
+read in, or is not there at all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.errors import EngineError
+from engine.json_file import write_json
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    id INTEGER PRIMARY KEY,
+    collection TEXT NOT NULL,
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL DEFAULT '',
+    error TEXT NOT NULL DEFAULT '',  -- why it could not be read ('' when indexed)
+    passages INTEGER NOT NULL DEFAULT 0,
+    indexed_at REAL NOT NULL,
+    UNIQUE (collection, path)
+);
+CREATE TABLE IF NOT EXISTS passages (
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files(id),
+    ord INTEGER NOT NULL,
+    page INTEGER,
+    line_start INTEGER NOT NULL,
+    line_end INTEGER NOT NULL,
+    heading TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS passages_of_file ON passages(file_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS passages_fts USING fts5(
+    heading, text, content='passages', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS passages_added AFTER INSERT ON passages BEGIN
+    INSERT INTO passages_fts(rowid, heading, text) VALUES (new.id, new.heading, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS passages_removed AFTER DELETE ON passages BEGIN
+    INSERT INTO passages_fts(passages_fts, rowid, heading, text) VALUES ('delete', old.id, old.heading, old.text);
+END;
+"""
+
+
+class LibraryError(EngineError):
+    """The library cannot do what was asked; str() says why."""
+
+
+@dataclass
+class Collection:
+    name: str
+    sources: list[str] = field(default_factory=list)  # absolute paths of folders and files
+
+
+@dataclass(frozen=True)
+class FileState:
+    """A file as the index last saw it."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    error: str
+    passages: int
+
+
+class Library:
+    """The collections (definitions) and a connection to their index; one per thread that uses it."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.definitions = self.root / "collections.json"
+        self.index_file = self.root / "index.sqlite3"
+        self.rebuilt = ""  # why the index was set aside and started again at open ("" when it was not)
+        self.db = self._open_index()
+
+    # -- collections ------------------------------------------------------------------------------
+
+    def collections(self) -> list[Collection]:
+        try:
+            data = json.loads(self.definitions.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as e:
+            log.warning("%s is unreadable (%s): no collections", self.definitions, e)
+            return []
+        items = data.get("collections", []) if isinstance(data, dict) else []
+        return [
+            Collection(str(c["name"]), [str(s) for s in c.get("sources", []) if isinstance(s, str)])
+            for c in items
+            if isinstance(c, dict) and isinstance(c.get("name"), str)
+        ]
+
+    def collection(self, name: str) -> Collection:
+        found = next((c for c in self.collections() if c.name == name), None)
+        if found is None:
+            raise LibraryError(f"There is no collection named {name!r}.")
+        return found
+
+    def add_collection(self, name: str) -> Collection:
+        name = name.strip()
+        if not name:
+            raise LibraryError("A collection needs a name.")
+        collections = self.collections()
+        if any(c.name == name for c in collections):
+            raise LibraryError(f"There is already a collection named {name!r}.")
+        collections.append(Collection(name))
+        self._save(collections)
+        return collections[-1]
+
+    def add_sources(self, name: str, paths: list[str | Path]) -> Collection:
+        collections = self.collections()
+        target = next((c for c in collections if c.name == name), None)
+        if target is None:
+            raise LibraryError(f"There is no collection named {name!r}.")
+        for path in paths:
+            absolute = str(Path(path).expanduser().resolve())
+            if not Path(absolute).exists():
+                raise LibraryError(f"{path} does not exist.")
+            if absolute not in target.sources:
+                target.sources.append(absolute)
+        self._save(collections)
+        return target
+
+    def remove_source(self, name: str, path: str) -> None:
+        """The source leaves the collection, and what was indexed from it (unless another source holds it) the index."""
+        collections = self.collections()
+        for c in collections:
+            if c.name == name and path in c.sources:
+                c.sources.remove(path)
+                with self.db:
+                    for indexed in self.file_states(name):
+                        if under(indexed, path) and not any(under(indexed, s) for s in c.sources):
+                            self._drop_files("collection = ? AND path = ?", (name, indexed))
+        self._save(collections)
+
+    def remove_collection(self, name: str) -> None:
+        self._save([c for c in self.collections() if c.name != name])
+        with self.db:
+            self._drop_files("collection = ?", (name,))
+
+    def _save(self, collections: list[Collection]) -> None:
+        write_json(self.definitions, {"collections": [{"name": c.name, "sources": c.sources} for c in collections]})
+
+    # -- the index --------------------------------------------------------------------------------
+
+    def file_states(self, collection: str) -> dict[str, FileState]:
+        rows = self.db.execute(
+            "SELECT path, size, mtime_ns, sha256, error, passages FROM files WHERE collection = ?", (collection,)
+        )
+        return {row[0]: FileState(*row) for row in rows}
+
+    def store_file(self, collection: str, state: FileState, passages: list) -> None:
+        """The file's passages replace what the index held of it, in one transaction."""
+        with self.db:
+            file_id = self._file_id(collection, state.path)
+            if file_id is not None:
+                self.db.execute("DELETE FROM passages WHERE file_id = ?", (file_id,))
+            self.db.execute(
+                "INSERT INTO files (collection, path, size, mtime_ns, sha256, error, passages, indexed_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (collection, path) DO UPDATE SET size = excluded.size,"
+                " mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, error = excluded.error,"
+                " passages = excluded.passages, indexed_at = excluded.indexed_at",
+                (
+                    collection,
+                    state.path,
+                    state.size,
+                    state.mtime_ns,
+                    state.sha256,
+                    state.error,
+                    len(passages),
+                    time.time(),
+                ),
+            )
+            file_id = self._file_id(collection, state.path)
+            self.db.executemany(
+                "INSERT INTO passages (file_id, ord, page, line_start, line_end, heading, text)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(file_id, i, p.page, p.line_start, p.line_end, p.heading, p.text) for i, p in enumerate(passages)],
+            )
+
+    def touch_file(self, collection: str, path: str, size: int, mtime_ns: int) -> None:
+        """The file was saved again with the same content: remember its new time, read nothing."""
+        with self.db:
+            self.db.execute(
+                "UPDATE files SET size = ?, mtime_ns = ? WHERE collection = ? AND path = ?",
+                (size, mtime_ns, collection, path),
+            )
+
+    def drop_file(self, collection: str, path: str) -> None:
+        with self.db:
+            self._drop_files("collection = ? AND path = ?", (collection, path))
+
+    def _drop_files(self, where: str, args: tuple) -> None:
+        ids = [r[0] for r in self.db.execute(f"SELECT id FROM files WHERE {where}", args)]
+        self.db.executemany("DELETE FROM passages WHERE file_id = ?", [(i,) for i in ids])
+        self.db.executemany("DELETE FROM files WHERE id = ?", [(i,) for i in ids])
+
+    def _file_id(self, collection: str, path: str) -> int | None:
+        row = self.db.execute("SELECT id FROM files WHERE collection = ? AND path = ?", (collection, path)).fetchone()
+        return row[0] if row else None
+
+    def counts(self, collection: str) -> tuple[int, int, int]:
+        """(files indexed, passages, files that could not be read)."""
+        row = self.db.execute(
+            "SELECT COUNT(*) FILTER (WHERE error = ''), COALESCE(SUM(passages), 0), COUNT(*) FILTER (WHERE error != '')"
+            " FROM files WHERE collection = ?",
+            (collection,),
+        ).fetchone()
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def errors(self, collection: str) -> list[tuple[str, str]]:
+        """(path, why) of each file that could not be read."""
+        rows = self.db.execute(
+            "SELECT path, error FROM files WHERE collection = ? AND error != '' ORDER BY path", (collection,)
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _open_index(self) -> sqlite3.Connection:
+        try:
+            return _connect(self.index_file)
+        except sqlite3.DatabaseError as e:
+            # Derived data: set the damaged file aside (for a bug report) and start again from the files.
+            aside = self.index_file.with_name(f"index.damaged-{time.strftime('%Y%m%d-%H%M%S')}.sqlite3")
+            for suffix in ("", "-wal", "-shm"):
+                part = Path(str(self.index_file) + suffix)
+                if part.exists():
+                    part.replace(Path(str(aside) + suffix))
+            self.rebuilt = f"The document index was damaged ({e}); it was set aside as {aside.name} and is built again."
+            log.warning(self.rebuilt)
+            return _connect(self.index_file)
+
+
+def under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=30, check_same_thread=False)
+    try:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")  # WAL: a power cut may lose the last files, never corrupt
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise sqlite3.DatabaseError(f"schema version {version}, this Specula knows {SCHEMA_VERSION}")
+        check = db.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise sqlite3.DatabaseError(check)
+        db.executescript(SCHEMA)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("INSERT INTO passages_fts(passages_fts, rank) VALUES ('rank', 'bm25(2.0, 1.0)')")
+        return db
+    except BaseException:
+        db.close()
+        raise

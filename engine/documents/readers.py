@@ -1,0 +1,258 @@
+"""A file as text, in pages, with its format: what the chunker needs to follow its structure.
+
+Formats by extension: Markdown, reStructuredText, plain text, source code, HTML (its headings and
+preformatted blocks kept as Markdown), PDF (pypdf, page by page). Anything else is not a document
+(`format_of` says None) and is passed over, not reported: a folder of notes holds images too.
+A file that is a document but cannot be read raises UnreadableFile with the reason, for the user.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from html.parser import HTMLParser
+from pathlib import Path
+
+from engine.errors import EngineError
+
+MAX_TEXT_BYTES = 20 * 1024 * 1024  # a text file bigger than this is a log or a dump, not a document
+MAX_PDF_BYTES = 300 * 1024 * 1024
+MAX_CHARS = 10_000_000  # of text from one file (a PDF's text is far smaller than the file)
+
+
+class Format(Enum):
+    MARKDOWN = "markdown"
+    RST = "rst"
+    TEXT = "text"
+    CODE = "code"
+    HTML = "html"
+    PDF = "pdf"
+
+
+CODE_SUFFIXES = frozenset(
+    [
+        ".py",
+        ".pyi",
+        ".js",
+        ".mjs",
+        ".ts",
+        ".tsx",
+        ".jsx",
+        ".c",
+        ".h",
+        ".cpp",
+        ".hpp",
+        ".cc",
+        ".cxx",
+        ".rs",
+        ".go",
+        ".java",
+        ".kt",
+        ".rb",
+        ".php",
+        ".cs",
+        ".swift",
+        ".sh",
+        ".bash",
+        ".sql",
+        ".css",
+        ".scss",
+        ".lua",
+        ".r",
+        ".jl",
+        ".scala",
+        ".m",
+        ".mm",
+        ".pl",
+        ".ps1",
+        ".toml",
+        ".yaml",
+        ".yml",
+        ".ini",
+        ".cfg",
+        ".json",
+        ".xml",
+        ".proto",
+        ".el",
+        ".vim",
+    ]
+)
+SUFFIXES = {
+    **{s: Format.MARKDOWN for s in (".md", ".markdown", ".mdx")},
+    ".rst": Format.RST,
+    **{s: Format.TEXT for s in (".txt", ".text", ".log", ".csv", ".tsv", ".org", ".tex", ".adoc")},
+    **{s: Format.HTML for s in (".html", ".htm", ".xhtml")},
+    ".pdf": Format.PDF,
+    **{s: Format.CODE for s in CODE_SUFFIXES},
+}
+
+
+class UnreadableFile(EngineError):
+    """A document that cannot be read; str() says why."""
+
+
+@dataclass(frozen=True)
+class Page:
+    text: str
+    number: int | None = None  # a PDF's page (from 1); None for files without pages
+
+
+@dataclass(frozen=True)
+class Document:
+    format: Format
+    pages: list[Page]
+
+
+def format_of(path: Path) -> Format | None:
+    """The file's format by its name, or None: not a document Specula reads. A name without a
+    type ("README", "GPL-3", "LGPL-2.1") is text if its first bytes are."""
+    suffix = path.suffix.lower()
+    if suffix in SUFFIXES:
+        return SUFFIXES[suffix]
+    if not suffix or suffix[1:].isdigit():
+        return Format.TEXT if _looks_like_text(path) else None
+    return None
+
+
+def _looks_like_text(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    if not head or b"\0" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start > len(head) - 4  # a character cut by the 4 KB boundary
+    return True
+
+
+def read(path: Path, size: int | None = None) -> Document:
+    """The document at path; UnreadableFile says why it cannot be read."""
+    fmt = format_of(path)
+    if fmt is None:
+        raise UnreadableFile(f"{path.name}: not a kind of file Specula reads.")
+    size = path.stat().st_size if size is None else size
+    limit = MAX_PDF_BYTES if fmt is Format.PDF else MAX_TEXT_BYTES
+    if size > limit:
+        raise UnreadableFile(
+            f"{path.name}: {size / 2**20:.0f} MB, larger than the {limit // 2**20} MB read from one file."
+        )
+    if fmt is Format.PDF:
+        pages = _pdf_pages(path)
+    else:
+        text = _text(path)
+        pages = [Page(html_as_markdown(text) if fmt is Format.HTML else text)]
+        fmt = Format.MARKDOWN if fmt is Format.HTML else fmt
+    if sum(len(p.text) for p in pages) > MAX_CHARS:
+        raise UnreadableFile(f"{path.name}: more than {MAX_CHARS:,} characters of text.")
+    return Document(fmt, pages)
+
+
+def _text(path: Path) -> str:
+    data = path.read_bytes()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            raise UnreadableFile(f"{path.name}: damaged UTF-16 text.") from None
+    # A NUL byte never appears in text (UTF-16 aside): an image, an archive or a program named like text.
+    if b"\0" in data[:65536]:
+        raise UnreadableFile(f"{path.name}: a binary file, not text.")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        # Older text files are often in the Windows code page; every byte decodes, so check it looks like text.
+        text = data.decode("cp1252", errors="replace")
+        if text.count("\ufffd") > len(text) // 100:
+            raise UnreadableFile(f"{path.name}: neither UTF-8 nor Windows-1252 text.") from None
+        return text
+
+
+def _pdf_pages(path: Path) -> list[Page]:
+    from pypdf import PdfReader  # on first use: most collections hold few PDFs
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(path)
+        if reader.is_encrypted:
+            try:
+                if not reader.decrypt(""):  # many "protected" PDFs only restrict printing: an empty password opens them
+                    raise UnreadableFile(f"{path.name}: encrypted; save an unprotected copy to add it.")
+            except NotImplementedError:
+                raise UnreadableFile(f"{path.name}: encrypted with a method pypdf cannot open.") from None
+        pages = [Page(page.extract_text() or "", i + 1) for i, page in enumerate(reader.pages)]
+    except UnreadableFile:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as e:
+        raise UnreadableFile(f"{path.name}: not a readable PDF ({type(e).__name__}: {e}).") from None
+    if not any(p.text.strip() for p in pages):
+        raise UnreadableFile(f"{path.name}: no text in it (a scanned PDF needs OCR first).")
+    return pages
+
+
+class _HtmlToMarkdown(HTMLParser):
+    """Headings as '#' lines, <pre> as fenced code, block elements as paragraph breaks; scripts, styles dropped."""
+
+    BLOCKS = frozenset(
+        [
+            "p",
+            "div",
+            "br",
+            "li",
+            "tr",
+            "table",
+            "ul",
+            "ol",
+            "section",
+            "article",
+            "header",
+            "footer",
+            "blockquote",
+            "dd",
+            "dt",
+            "hr",
+        ]
+    )
+    SKIP = frozenset({"script", "style", "noscript", "template", "svg", "head"})
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.skip = 0
+        self.pre = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.SKIP:
+            self.skip += 1
+        elif re.fullmatch(r"h[1-6]", tag):
+            self.out.append("\n\n" + "#" * int(tag[1]) + " ")
+        elif tag == "pre":
+            self.pre += 1
+            self.out.append("\n\n```\n")
+        elif tag in self.BLOCKS:
+            self.out.append("\n" if tag in ("br", "li", "tr") else "\n\n")
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP:
+            self.skip = max(0, self.skip - 1)
+        elif re.fullmatch(r"h[1-6]", tag):
+            self.out.append("\n\n")
+        elif tag == "pre":
+            self.pre = max(0, self.pre - 1)
+            self.out.append("\n```\n\n")
+
+    def handle_data(self, data):
+        if not self.skip:
+            self.out.append(data if self.pre else re.sub(r"\s+", " ", data))
+
+
+def html_as_markdown(text: str) -> str:
+    parser = _HtmlToMarkdown()
+    parser.feed(text)
+    parser.close()
+    lines = [line.rstrip() for line in "".join(parser.out).splitlines()]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"

@@ -1,0 +1,336 @@
+"""The document library (engine/documents) on real files: real documents nobody here wrote (the
+licence texts every Debian system carries), structure-following passages, incremental and resumable
+indexing (a kill -9 in a subprocess), changes and deletions picked up, bad inputs, a damaged index,
+a full disk, pause and cancel, BM25 search, and the terminal commands."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from engine.documents import chunks, indexer, readers, retrieval
+from engine.documents.library import Library, LibraryError
+from tests.pdf_files import make_pdf
+
+LICENSES = Path("/usr/share/common-licenses")  # Debian's base-files: real, long, structured documents
+
+
+@pytest.fixture
+def licenses(tmp_path) -> Path:
+    folder = tmp_path / "licenses"
+    folder.mkdir()
+    for name in ("Apache-2.0", "GPL-3", "MPL-2.0", "BSD"):
+        assert (LICENSES / name).is_file(), f"{LICENSES / name} is part of Debian's base-files"
+        shutil.copy(LICENSES / name, folder / name)
+    return folder
+
+
+@pytest.fixture
+def library(tmp_path):
+    lib = Library(tmp_path / "library")
+    yield lib
+    lib.close()
+
+
+def collection_of(library: Library, *paths: Path, name: str = "docs") -> str:
+    library.add_collection(name)
+    library.add_sources(name, list(paths))
+    return name
+
+
+def fingerprint(folder: Path) -> dict[str, tuple[int, str]]:
+    return {
+        str(p): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def test_real_documents_are_indexed_searched_and_located_exactly(library, licenses):
+    before = fingerprint(licenses)
+    name = collection_of(library, licenses)
+    report = indexer.update(library, name)
+    assert report.read == 4 and not report.errors
+    files, passages, unreadable = library.counts(name)
+    assert files == 4 and passages > 40 and unreadable == 0
+
+    hits = retrieval.search(library, [name], "What goes in the NOTICE text file of a Derivative Work?")
+    assert hits and hits[0].path.endswith("Apache-2.0") and '"NOTICE" text file' in hits[0].text
+    # Each passage says where it is, exactly: its lines in the file, in order.
+    for hit in hits:
+        lines = Path(hit.path).read_text().splitlines()
+        first = hit.text.split("\n", 1)[0]
+        assert lines[hit.line_start - 1].strip() == first.strip()
+        assert hit.text.rstrip().endswith(lines[hit.line_end - 1].strip())
+        assert hit.where().startswith(Path(hit.path).name + ", line")
+    assert fingerprint(licenses) == before  # the user's files are never written to
+
+
+def test_passages_follow_headings_paragraphs_code_blocks_and_pages(tmp_path):
+    md = tmp_path / "guide.md"
+    code = "\n".join(f"    print({i})" for i in range(30))
+    md.write_text(
+        "# Install\n\nIntro paragraph.\n\n## Linux\n\nRun the installer.\n\n```python\ndef main():\n"
+        f"{code}\n```\n\n## Windows\n\nDouble-click it.\n\n# Use\n\nType a question.\n"
+    )
+    found = chunks.passages(readers.read(md))
+    by_heading = {p.heading: p for p in found}
+    assert list(by_heading) == ["Install", "Install › Linux", "Install › Windows", "Use"]
+    linux = by_heading["Install › Linux"]
+    assert "Run the installer." in linux.text and "def main():" in linux.text and "print(29)" in linux.text
+    assert linux.line_start == 7 and linux.line_end == 41
+    assert by_heading["Use"].text == "Type a question." and by_heading["Use"].line_start == by_heading["Use"].line_end
+
+    rst = tmp_path / "notes.rst"
+    rst.write_text("Title\n=====\n\nFirst.\n\nSection\n-------\n\nSecond.\n\nAnother\n=======\n\nThird.\n")
+    assert [(p.heading, p.text) for p in chunks.passages(readers.read(rst))] == [
+        ("Title", "First."),
+        ("Title › Section", "Second."),
+        ("Another", "Third."),
+    ]
+
+    page = tmp_path / "page.html"
+    page.write_text(
+        "<html><head><title>x</title><script>var secret = 1;</script></head><body><h1>Guide</h1>"
+        "<p>Hello <b>world</b> &amp; friends.</p><h2>Code</h2><pre>a  =  1\nb = 2</pre></body></html>"
+    )
+    html_passages = chunks.passages(readers.read(page))
+    assert [p.heading for p in html_passages] == ["Guide", "Guide › Code"]
+    assert html_passages[0].text == "Hello world & friends." and "a  =  1\nb = 2" in html_passages[1].text
+    assert not any("secret" in p.text for p in html_passages)
+
+    pdf = tmp_path / "report.pdf"
+    make_pdf(pdf, "Widgets rose by 42 percent", "Gadgets fell by 7 percent")
+    pdf_passages = chunks.passages(readers.read(pdf))
+    assert [(p.page, p.text) for p in pdf_passages] == [
+        (1, "Widgets rose by 42 percent"),
+        (2, "Gadgets fell by 7 percent"),
+    ]
+
+
+def test_no_passage_is_larger_than_the_limit_even_from_one_huge_line(tmp_path):
+    text = tmp_path / "dump.txt"
+    text.write_text("short line\n" + "x" * 5000 + "\n" + "\n".join(f"line {i}" for i in range(800)) + "\n")
+    found = chunks.passages(readers.read(text))
+    assert all(len(p.text) <= chunks.MAX_CHARS for p in found)
+    assert sum(p.text.count("x") for p in found) == 5000
+    assert found[-1].line_end == 802
+
+
+def test_only_what_changed_is_read_again_and_deleted_files_leave(library, tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"note{i}.md").write_text(f"# Note {i}\n\nThe code word of note {i} is word{i}.\n")
+    name = collection_of(library, folder)
+    assert indexer.update(library, name).read == 5
+
+    again = indexer.update(library, name)
+    assert (again.read, again.unchanged, again.dropped) == (0, 5, 0)
+
+    touched = folder / "note1.md"
+    os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 10**9))
+    assert indexer.update(library, name).read == 0  # saved again, same content: not read
+
+    (folder / "note2.md").write_text("# Note 2\n\nNow it says zebra.\n")
+    (folder / "note3.md").unlink()
+    (folder / "sub").mkdir()
+    (folder / "sub" / "new.txt").write_text("A new file about quokkas.\n")
+    report = indexer.update(library, name)
+    assert (report.read, report.dropped) == (2, 1)
+    assert [h.path for h in retrieval.search(library, [name], "zebra")] == [str(folder / "note2.md")]
+    assert retrieval.search(library, [name], "word2") == []
+    assert retrieval.search(library, [name], "word3") == []
+    assert retrieval.search(library, [name], "quokkas")[0].path.endswith("new.txt")
+
+    library.remove_source(name, str(folder))
+    assert library.counts(name) == (0, 0, 0)
+
+
+KILL_AFTER = """
+import os, signal, sys
+from pathlib import Path
+from engine.documents import indexer
+from engine.documents.library import Library
+
+library = Library(Path(sys.argv[1]))
+stop_after = int(sys.argv[2])
+
+def progress(p):
+    if p.files_done == stop_after:
+        os.kill(os.getpid(), signal.SIGKILL)  # as a crash or a killed app would: no cleanup at all
+
+indexer.update(library, "docs", progress)
+"""
+
+
+def test_an_index_killed_mid_way_resumes_with_nothing_done_twice_and_nothing_lost(tmp_path, licenses):
+    for i in range(12):
+        (licenses / f"extra{i}.txt").write_text(f"Extra document {i} mentions aardvark{i}.\n" * 50)
+    root = tmp_path / "library"
+    library = Library(root)
+    collection_of(library, licenses)
+    library.close()
+
+    run = subprocess.run([sys.executable, "-c", KILL_AFTER, str(root), "7"], cwd=Path(__file__).parents[1])
+    assert run.returncode == -9
+
+    library = Library(root)
+    assert library.counts("docs")[0] == 7  # what was stored before the kill is whole and kept
+    report = indexer.update(library, "docs")
+    assert (report.read, report.unchanged) == (16 - 7, 7)
+    assert library.counts("docs")[0] == 16
+    assert all(retrieval.search(library, ["docs"], f"aardvark{i}") for i in range(12))
+    library.close()
+
+
+def test_bad_files_get_a_reason_each_and_the_rest_is_indexed(library, tmp_path):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "good.md").write_text("# Good\n\nA readable note about otters.\n")
+    (folder / "binary.txt").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(range(256)) * 4)
+    (folder / "damaged.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(2000))
+    make_pdf(folder / "locked.pdf", "Secret plans", password="hunter2")
+    with open(folder / "huge.log", "wb") as f:  # sparse: 21 MB on paper, nothing on disk
+        f.truncate(readers.MAX_TEXT_BYTES + 2**20)
+    (folder / "photo.jpg").write_bytes(b"\xff\xd8\xff" + bytes(100))  # not a document: passed over, not reported
+    (folder / "loop").symlink_to(folder)  # a link back to its own folder must not trap the walk
+    (folder / "gone.md").symlink_to(folder / "nowhere.md")
+
+    name = collection_of(library, folder)
+    report = indexer.update(library, name)
+    reasons = dict(report.errors)
+    assert report.read == 1 and set(reasons) == {
+        str(folder / n) for n in ("binary.txt", "damaged.pdf", "locked.pdf", "huge.log")
+    }
+    assert "binary file" in reasons[str(folder / "binary.txt")]
+    assert "not a readable PDF" in reasons[str(folder / "damaged.pdf")]
+    assert "encrypted" in reasons[str(folder / "locked.pdf")]
+    assert "larger than" in reasons[str(folder / "huge.log")]
+    assert library.errors(name) == sorted(report.errors)
+    assert retrieval.search(library, [name], "otters")[0].path == str(folder / "good.md")
+    # Unchanged bad files are not read again; one that is fixed is.
+    assert indexer.update(library, name).read == 0
+    (folder / "binary.txt").write_text("Now plain text about beavers.\n")
+    assert indexer.update(library, name).read == 1 and library.counts(name) == (2, 2, 3)
+
+
+def test_a_file_that_vanishes_or_changes_while_indexing_is_handled(library, tmp_path):
+    folder = tmp_path / "moving"
+    folder.mkdir()
+    for i in range(4):
+        (folder / f"f{i}.txt").write_text(f"file {i} says hello{i}\n")
+    name = collection_of(library, folder)
+
+    def meddle(p: indexer.Progress):
+        if p.files_done == 1:
+            (folder / "f3.txt").unlink()  # gone before its turn
+
+    report = indexer.update(library, name, meddle)
+    assert report.read == 3 and not report.errors
+    assert retrieval.search(library, [name], "hello3") == []
+    assert len(retrieval.search(library, [name], "hello1")) == 1
+
+
+def test_a_missing_source_folder_keeps_what_was_indexed_from_it(library, tmp_path, licenses):
+    name = collection_of(library, licenses)
+    indexer.update(library, name)
+    moved = licenses.rename(tmp_path / "unplugged")
+    report = indexer.update(library, name)
+    assert report.missing_sources == [str(licenses)] and report.dropped == 0
+    assert "not found" in report.errors[0][1]
+    assert library.counts(name)[0] == 4
+    moved.rename(licenses)
+    assert indexer.update(library, name).unchanged == 4
+
+
+def test_a_damaged_index_is_set_aside_and_built_again(tmp_path, licenses):
+    root = tmp_path / "library"
+    library = Library(root)
+    collection_of(library, licenses)
+    indexer.update(library, "docs")
+    library.close()
+    data = bytearray((root / "index.sqlite3").read_bytes())
+    data[100:4096] = os.urandom(4096 - 100)  # the header's tail and the first page: a damaged database
+    (root / "index.sqlite3").write_bytes(bytes(data))
+    for suffix in ("-wal", "-shm"):
+        Path(str(root / "index.sqlite3") + suffix).unlink(missing_ok=True)
+
+    library = Library(root)
+    assert "damaged" in library.rebuilt and len(list(root.glob("index.damaged-*.sqlite3"))) == 1
+    assert [c.name for c in library.collections()] == ["docs"]  # the user's collections are not in the index
+    assert indexer.update(library, "docs").read == 4
+    library.close()
+
+
+def test_a_full_disk_stops_indexing_with_a_message_and_keeps_what_was_stored(library, licenses):
+    name = collection_of(library, licenses)
+    pages = library.db.execute("PRAGMA page_count").fetchone()[0]
+    library.db.execute(f"PRAGMA max_page_count = {pages + 30}")  # SQLite's own 'database or disk is full'
+    with pytest.raises(LibraryError, match="could not be written.*full.*kept"):
+        indexer.update(library, name)
+    stored = library.counts(name)[0]
+    assert stored < 4
+    library.db.execute("PRAGMA max_page_count = 1073741823")
+    assert indexer.update(library, name).read == 4 - stored
+
+
+def test_indexing_can_be_paused_and_cancelled(library, tmp_path):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(10):
+        (folder / f"n{i}.txt").write_text(f"note {i}\n")
+    name = collection_of(library, folder)
+    controls = indexer.Controls()
+    paused_at = threading.Event()
+
+    def on_progress(p: indexer.Progress):
+        if p.files_done == 2:
+            controls.pause()
+            paused_at.set()
+
+    worker = threading.Thread(
+        target=lambda: setattr(worker, "report", indexer.update(library, name, on_progress, controls))
+    )
+    worker.start()
+    assert paused_at.wait(10)
+    worker.join(0.5)
+    assert worker.is_alive()  # paused, not finished
+    controls.cancel()
+    worker.join(10)
+    assert worker.report.cancelled and worker.report.read == 2
+
+
+def test_questions_are_searched_as_words_whatever_they_contain(library, licenses):
+    name = collection_of(library, licenses)
+    indexer.update(library, name)
+    for question in ('"unbalanced', "NEAR(warranty", "a AND OR NOT -*", "warranty's ^ {col}: x", "the of and"):
+        retrieval.search(library, [name], question)  # no FTS5 syntax error reaches the user
+    assert retrieval.search(library, [name], "") == []
+    assert retrieval.fts_query('say "hi" OR bye') == '"say" OR "hi" OR "bye"'
+
+
+def test_the_terminal_commands_add_index_search_and_list(tmp_path, licenses):
+    def docs(*args: str) -> str:
+        run = subprocess.run(
+            [sys.executable, "-m", "engine", "docs", "--dir", str(tmp_path / "lib"), *args],
+            capture_output=True, text=True, cwd=Path(__file__).parents[1], timeout=120,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    assert "1 sources" in docs("add", "licenses", str(licenses))
+    assert "read 4" in docs("index", "licenses")
+    found = docs("search", "licenses", "Mozilla Public License larger work")
+    assert found.startswith("[1] MPL-2.0, lines ")
+    assert "licenses: 4 files" in docs("list")
+    with sqlite3.connect(tmp_path / "lib" / "index.sqlite3") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

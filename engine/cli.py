@@ -61,8 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--system", help="system prompt")
         p.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
 
+    def collection_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--collection",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="answer from this document collection (python -m engine docs), citing its passages; repeatable",
+        )
+
     chat = sub.add_parser("chat", help="interactive chat that streams and prints statistics")
     model_args(chat)
+    collection_arg(chat)
     chat.add_argument(
         "--color",
         action="store_true",
@@ -70,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen = sub.add_parser("generate", help="answer one message and exit")
     model_args(gen)
+    collection_arg(gen)
     gen.add_argument("prompt", help="the user message ('-' reads standard input)")
     gen.add_argument("--json", action="store_true", help="print the answer and statistics as JSON")
     serve = sub.add_parser(
@@ -194,12 +205,16 @@ def main(argv: list[str] | None = None) -> int:
             return documents_cli.run(args)
         if args.command == "serve":
             check_exposure(server_config(args))  # before the model loads: a refusal comes at once
+        library = documents_cli.open_collections(args.collection) if getattr(args, "collection", None) else None
         engine = load_engine(args)
         try:
-            commands = {"chat": cmd_chat, "generate": cmd_generate, "serve": cmd_serve}
-            return commands[args.command](engine, args)
+            if args.command == "serve":
+                return cmd_serve(engine, args)
+            return {"chat": cmd_chat, "generate": cmd_generate}[args.command](engine, args, library)
         finally:
             engine.close()
+            if library is not None:
+                library.close()
     except EngineError as e:
         print(f"error: {user_message(e)}", file=sys.stderr)
         return 2
@@ -350,7 +365,19 @@ def spec_from(args) -> SpecParams:
     return SpecParams(mode=DrafterMode(args.mode), draft_length=args.draft_length)
 
 
-def cmd_chat(engine, args) -> int:
+def ground(engine, library, args, messages: list[ChatMessage], question: str):
+    """The question with passages of --collection's documents that fit the context (None: no collection)."""
+    if library is None:
+        return None
+
+    def fits(text: str) -> bool:
+        tokens = engine.prompt_tokens([*messages, ChatMessage("user", text)])
+        return len(tokens) + engine.answer_room(args.max_tokens) <= engine.info.n_ctx
+
+    return documents_cli.ask(library, args.collection, question, fits)
+
+
+def cmd_chat(engine, args, library=None) -> int:
     messages: list[ChatMessage] = [ChatMessage("system", args.system)] if args.system else []
     print("Type a message. /new starts over, /quit leaves, Ctrl+C stops an answer.", file=sys.stderr)
     while True:
@@ -365,7 +392,8 @@ def cmd_chat(engine, args) -> int:
             continue
         if not line.strip():
             continue
-        messages.append(ChatMessage("user", line))
+        grounded = ground(engine, library, args, messages, line)
+        messages.append(ChatMessage("user", grounded.message if grounded else line))
         cancel = threading.Event()
         done = None
         thought = False  # thinking was shown: a blank line before the answer
@@ -396,12 +424,16 @@ def cmd_chat(engine, args) -> int:
             messages.pop()  # not answered: it does not stay in the conversation to overflow the next turn
             continue
         messages.append(ChatMessage("assistant", done.text, done.reasoning))
+        for source in documents_cli.source_lines(grounded, done.text) if grounded else ():
+            print(source)
         print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
 
 
-def cmd_generate(engine, args) -> int:
+def cmd_generate(engine, args, library=None) -> int:
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    messages = ([ChatMessage("system", args.system)] if args.system else []) + [ChatMessage("user", prompt)]
+    messages = [ChatMessage("system", args.system)] if args.system else []
+    grounded = ground(engine, library, args, messages, prompt)
+    messages.append(ChatMessage("user", grounded.message if grounded else prompt))
     done, rounds = None, []
     for event in engine.chat(messages, sampling_from(args), spec_from(args)):
         if isinstance(event, TokenEvent) and not args.json:
@@ -419,6 +451,7 @@ def cmd_generate(engine, args) -> int:
                     "finish_reason": done.finish_reason.value,
                     "error": done.error,
                     "stats": done.stats.to_dict(),
+                    "sources": [source_record(n, hit) for n, hit in enumerate(grounded.sources, 1)] if grounded else [],
                     "engine": {k: v for k, v in engine.info.__dict__.items() if k != "calibration"},
                 },
                 indent=2,
@@ -428,9 +461,16 @@ def cmd_generate(engine, args) -> int:
     else:
         for line in outcome_lines(done, engine.info.n_ctx):
             print(f"\n{line}", file=sys.stderr)
+        for source in documents_cli.source_lines(grounded, done.text) if grounded else ():
+            print(source, file=sys.stderr)
         if done.stats.n_tokens or not done.error:  # "0 tokens · 0.0 tok/s" would only bury the reason
             print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
     return 0 if done.finish_reason.value in ("stop", "length") else 1
+
+
+def source_record(n: int, hit) -> dict:
+    return {"n": n, "path": hit.path, "page": hit.page, "line_start": hit.line_start, "line_end": hit.line_end,
+            "heading": hit.heading, "text": hit.text}  # fmt: skip
 
 
 def server_config(args):

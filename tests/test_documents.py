@@ -334,3 +334,51 @@ def test_the_terminal_commands_add_index_search_and_list(tmp_path, licenses):
     assert "licenses: 4 files" in docs("list")
     with sqlite3.connect(tmp_path / "lib" / "index.sqlite3") as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_question_is_grounded_in_the_passages_that_fit_and_citations_are_read_back(library, licenses):
+    from engine.documents import grounding
+
+    name = collection_of(library, licenses)
+    indexer.update(library, name)
+    hits = retrieval.search(library, [name], "NOTICE text file of Derivative Works", limit=4)
+    everything = grounding.ground("What goes in NOTICE?", hits, fits=lambda text: True)
+    assert everything.sources == hits and everything.message.endswith("Question: What goes in NOTICE?")
+    assert everything.message.index("[1] Apache-2.0, lines") < everything.message.index("[2] ")
+    assert hits[0].text.strip() in everything.message  # whole passages: lookup drafts a quote of them
+
+    room = len(everything.message) - len(hits[-1].text) - 20
+    fewer = grounding.ground("What goes in NOTICE?", hits, fits=lambda text: len(text) <= room)
+    assert 0 < len(fewer.sources) < len(hits) and len(fewer.message) <= room
+    nothing = grounding.ground("What goes in NOTICE?", hits, fits=lambda text: False)
+    assert (nothing.message, nothing.sources) == ("What goes in NOTICE?", [])
+
+    assert grounding.cited("As [2] says, and [1, 3]; see [2][4] and [9].", 4) == [2, 1, 3, 4]
+
+
+def test_generate_answers_from_a_collection_and_reports_its_sources(
+    tmp_path, licenses, smollm2_path, monkeypatch, capsys
+):
+    import json
+
+    from engine import cli
+
+    monkeypatch.setenv("SPECULA_HOME", str(tmp_path / "home"))
+    assert cli.main(["docs", "add", "licenses", str(licenses)]) == 0
+    assert cli.main(["docs", "index", "licenses"]) == 0
+    capsys.readouterr()
+    question = "What goes in the NOTICE text file of Derivative Works?"
+    code = cli.main(
+        ["generate", "--model", smollm2_path, "--draft", "none", "--ctx", "2048", "--temperature", "0",
+         "--max-tokens", "16", "--collection", "licenses", "--json", question]
+    )  # fmt: skip
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    sources = result["sources"]
+    assert sources and sources[0]["path"].endswith("Apache-2.0") and '"NOTICE" text file' in sources[0]["text"]
+    assert [s["n"] for s in sources] == list(range(1, len(sources) + 1))
+    # The passages were in the prompt: far more prompt tokens than the question alone has.
+    assert result["stats"]["n_prompt_tokens"] > 4 * len(question.split()) + 200
+
+    assert cli.main(["generate", "--model", smollm2_path, "--collection", "nosuch", "hi"]) == 2
+    assert "no collection named 'nosuch'" in capsys.readouterr().err

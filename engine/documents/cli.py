@@ -7,8 +7,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from engine.documents import indexer, retrieval
+from engine.documents import grounding, indexer, retrieval
 from engine.documents.library import Library, LibraryError
+
+SEARCHED = 6  # passages found per question, best first; as many as fit the context go in (a small model loses its way in more)
 
 
 def add_parser(sub) -> None:
@@ -117,3 +119,34 @@ def _remove(library: Library, args) -> int:
     else:
         library.remove_collection(args.name)
     return 0
+
+
+def open_collections(names: list[str]) -> Library:
+    """The library, with each named collection checked to exist (LibraryError says which does not)."""
+    from engine import paths
+
+    library = Library(paths.documents_dir())
+    try:
+        for name in names:
+            library.collection(name)
+    except LibraryError:
+        library.close()
+        raise
+    return library
+
+
+def ask(library: Library, names: list[str], question: str, fits) -> grounding.Grounded:
+    """The question grounded in the best passages of these collections that fit."""
+    return grounding.ground(question, retrieval.search(library, names, question, SEARCHED), fits)
+
+
+def source_lines(grounded: grounding.Grounded, answer: str) -> list[str]:
+    """ "Sources:" and a line per passage given, the cited ones marked."""
+    if not grounded.sources:
+        return []
+    cited = set(grounding.cited(answer, len(grounded.sources)))
+    return ["Sources (* cited):"] + [
+        f"{'*' if n in cited else ' '} [{n}] {hit.path}: {grounding.label(hit).split(' · ', 1)[0].split(', ', 1)[-1]}"
+        + (f" · {hit.heading}" if hit.heading else "")
+        for n, hit in enumerate(grounded.sources, 1)
+    ]

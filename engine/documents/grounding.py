@@ -1,0 +1,56 @@
+"""A question answered from the user's documents: the passages found, numbered, put before it.
+
+The model is asked to cite the passages it uses as [1], [2]. The passages are in the prompt, so
+prompt lookup drafts whatever the answer quotes from them. As many passages go in as fit: the
+caller says what fits (it knows the model's context and tokenizer; this package runs no model).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.documents.retrieval import Hit
+
+INSTRUCTION = (
+    "Passages from the user's documents that may help answer the question are numbered below. "
+    "Use them where they are relevant, quote them where that helps, and cite each passage you use "
+    "by its number in brackets, like [1]. If they do not hold the answer, say so."
+)
+
+
+@dataclass(frozen=True)
+class Grounded:
+    message: str  # what the model receives as the user's message
+    sources: list[Hit]  # [1] is sources[0]
+
+
+def ground(question: str, hits: list[Hit], fits: Callable[[str], bool]) -> Grounded:
+    """The question with the best passages that fit before it (in the order found); none found or
+    none fitting: the question alone."""
+    chosen: list[Hit] = []
+    for hit in hits:
+        if fits(_message(question, [*chosen, hit])):
+            chosen.append(hit)
+    return Grounded(_message(question, chosen) if chosen else question, chosen)
+
+
+def _message(question: str, hits: list[Hit]) -> str:
+    blocks = [f"[{n}] {label(hit)}\n{hit.text.strip()}" for n, hit in enumerate(hits, 1)]
+    return "\n\n".join([INSTRUCTION, *blocks, f"Question: {question}"])
+
+
+def label(hit: Hit) -> str:
+    """ "guide.md, lines 3–10 · Install › Linux": where a passage is, for a person."""
+    return f"{hit.where()} · {hit.heading}" if hit.heading else hit.where()
+
+
+def cited(answer: str, n_sources: int) -> list[int]:
+    """The source numbers the answer cites ([2], [1, 3], [1][2]), in order of first citation."""
+    numbers: list[int] = []
+    for group in re.findall(r"\[(\d+(?:\s*,\s*\d+)*)\]", answer):
+        for n in (int(x) for x in group.split(",")):
+            if 1 <= n <= n_sources and n not in numbers:
+                numbers.append(n)
+    return numbers

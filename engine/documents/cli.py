@@ -10,8 +10,6 @@ from pathlib import Path
 from engine.documents import grounding, indexer, retrieval
 from engine.documents.library import Library, LibraryError
 
-SEARCHED = 6  # passages found per question, best first; as many as fit the context go in (a small model loses its way in more)
-
 
 def add_parser(sub) -> None:
     docs = sub.add_parser("docs", help="your document collections: add folders, index them, search them")
@@ -137,7 +135,7 @@ def open_collections(names: list[str]) -> Library:
 
 def ask(library: Library, names: list[str], question: str, fits) -> grounding.Grounded:
     """The question grounded in the best passages of these collections that fit."""
-    return grounding.ground(question, retrieval.search(library, names, question, SEARCHED), fits)
+    return grounding.find_and_ground(library, names, question, fits)
 
 
 def source_lines(grounded: grounding.Grounded, answer: str) -> list[str]:

@@ -11,7 +11,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.documents.retrieval import Hit
+from engine.documents.library import Library
+from engine.documents.retrieval import Hit, search
+
+SEARCHED = (
+    6  # passages found per question, best first; as many as fit the context go in (a small model loses its way in more)
+)
 
 INSTRUCTION = (
     "Passages from the user's documents that may help answer the question are numbered below. "
@@ -31,12 +36,18 @@ def ground(question: str, hits: list[Hit], fits: Callable[[str], bool]) -> Groun
     none fitting: the question alone."""
     chosen: list[Hit] = []
     for hit in hits:
-        if fits(_message(question, [*chosen, hit])):
+        if fits(message_with(question, [*chosen, hit])):
             chosen.append(hit)
-    return Grounded(_message(question, chosen) if chosen else question, chosen)
+    return Grounded(message_with(question, chosen) if chosen else question, chosen)
 
 
-def _message(question: str, hits: list[Hit]) -> str:
+def find_and_ground(library: Library, collections: list[str], question: str, fits: Callable[[str], bool]) -> Grounded:
+    """The question grounded in the best passages of these collections that fit."""
+    return ground(question, search(library, collections, question, SEARCHED), fits)
+
+
+def message_with(question: str, hits: list) -> str:
+    """The question after these passages, numbered from 1 (anything with text, heading and where())."""
     blocks = [f"[{n}] {label(hit)}\n{hit.text.strip()}" for n, hit in enumerate(hits, 1)]
     return "\n\n".join([INSTRUCTION, *blocks, f"Question: {question}"])
 

@@ -99,19 +99,7 @@ class Library:
     # -- collections ------------------------------------------------------------------------------
 
     def collections(self) -> list[Collection]:
-        try:
-            data = json.loads(self.definitions.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return []
-        except (OSError, ValueError) as e:
-            log.warning("%s is unreadable (%s): no collections", self.definitions, e)
-            return []
-        items = data.get("collections", []) if isinstance(data, dict) else []
-        return [
-            Collection(str(c["name"]), [str(s) for s in c.get("sources", []) if isinstance(s, str)])
-            for c in items
-            if isinstance(c, dict) and isinstance(c.get("name"), str)
-        ]
+        return read_collections(self.root)
 
     def collection(self, name: str) -> Collection:
         found = next((c for c in self.collections() if c.name == name), None)
@@ -254,6 +242,24 @@ class Library:
             self.rebuilt = f"The document index was damaged ({e}); it was set aside as {aside.name} and is built again."
             log.warning(self.rebuilt)
             return _connect(self.index_file)
+
+
+def read_collections(root: Path) -> list[Collection]:
+    """The collections defined in the library at root, without opening its index (a quick read of a small file)."""
+    definitions = Path(root) / "collections.json"
+    try:
+        data = json.loads(definitions.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as e:
+        log.warning("%s is unreadable (%s): no collections", definitions, e)
+        return []
+    items = data.get("collections", []) if isinstance(data, dict) else []
+    return [
+        Collection(str(c["name"]), [str(s) for s in c.get("sources", []) if isinstance(s, str)])
+        for c in items
+        if isinstance(c, dict) and isinstance(c.get("name"), str)
+    ]
 
 
 def under(path: str, root: str) -> bool:

@@ -5,6 +5,8 @@
 - fair_queue: one engine, many clients: first come, first served, with a limit;
 - generation: a request run on the engine's thread, its events bridged to the async side;
 - openai_api: OpenAI's request and response shapes, and the speculation figures per answer;
+- documents: a chat answered from the user's document collections (`"specula": {"collections": [...]}`),
+  its sources in the response;
 - served_model: the loaded model as served: its names, its /v1/models card, its answers' defaults;
 - app: the ASGI application (Starlette; sse-starlette streams server-sent events), closed to web
   pages (Host, Origin, Content-Type);

@@ -4,10 +4,11 @@ Each request is checked in this order: its Host (403: not a name of this server,
 rebinding) and its Origin (403: a web page of another origin), both by WebGuard, for every path
 and method; then the API key (401), the body's Content-Type (415: not application/json, as a
 page's form or text/plain post, which a browser sends without asking), its size (413), its JSON
-(400), its fields (400; an unknown model 404), a place in the queue (429). Then it streams
-server-sent events (chat.completion.chunk / text_completion, then `data: [DONE]`) or waits for
-the whole answer. A client that goes away sets the ticket's cancel event: the engine stops within one
-decode step (or skips the request if it still waits), and the next request starts.
+(400), its fields (400; an unknown model 404), the document collections it names (400), a place in
+the queue (429). Then it streams server-sent events (chat.completion.chunk / text_completion, then
+`data: [DONE]`) or waits for the whole answer. A client that goes away sets the ticket's cancel
+event: the engine stops within one decode step (or skips the request if it still waits), and the
+next request starts.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine import DoneEvent, FinishReason, TokenEvent
 from engine.serving.config import HostRule, ServerConfig
+from engine.serving.documents import Grounding
 from engine.serving.fair_queue import QueueFull, Ticket
 from engine.serving.generation import EngineService, EventBridge, Failed, http_status
 from engine.serving.openai_api import ApiError, Defaults, Parsed, Shaper, parse_chat, parse_completion
@@ -123,6 +125,20 @@ class Api:
             code="request_too_large",
         )
 
+    def _check_collections(self, names: tuple[str, ...]) -> None:
+        """Each collection a request names exists in the library (its collections.json only: a small file)."""
+        if not names:
+            return
+        missing, known = self.service.documents.unknown(names)
+        if missing:
+            there = ", ".join(repr(n) for n in known) if known else "none (python -m engine docs add NAME FOLDER)"
+            raise ApiError(
+                400,
+                f"There is no document collection named {missing[0]!r} on this server; its collections: {there}.",
+                "specula.collections",
+                "collection_not_found",
+            )
+
     # -- answering -----------------------------------------------------------------------------
 
     async def _answer(self, request: Request, chat: bool) -> Response:
@@ -132,6 +148,7 @@ class Api:
             self._authorize(request)
             body = await self._read_json(request)
             parsed = (parse_chat if chat else parse_completion)(body, self.defaults)
+            self._check_collections(parsed.generation.collections)
             record.stream = parsed.stream
             ticket, bridge = self.service.start(parsed.generation, record, asyncio.get_running_loop())
         except ApiError as e:
@@ -148,20 +165,22 @@ class Api:
         return await self._whole(request, shaper, parsed, ticket, bridge, record)
 
     async def _stream(self, shaper: Shaper, parsed: Parsed, ticket: Ticket, bridge: EventBridge, record: RequestRecord):
-        ended = False
+        ended, grounding = False, None
         try:
             first = shaper.first_chunk()
             if first:
                 yield _event(first)
             async for item in bridge:
-                if isinstance(item, TokenEvent):
+                if isinstance(item, Grounding):
+                    grounding = item  # its sources go in the last chunk, marked where the answer cites them
+                elif isinstance(item, TokenEvent):
                     if item.text:
                         yield _event(shaper.token_chunk(item.text, item.reasoning))
                 elif isinstance(item, DoneEvent):
                     if http_status(item) != 200:
                         yield _event(_done_error(item).body())
                         continue
-                    yield _event(shaper.last_chunk(item, parsed.generation.spec, ticket.queue_wait_s))
+                    yield _event(shaper.last_chunk(item, parsed.generation.spec, ticket.queue_wait_s, grounding))
                     if parsed.include_usage:
                         yield _event(shaper.usage_chunk(item))
                 elif isinstance(item, Failed):
@@ -183,10 +202,12 @@ class Api:
             ticket.cancel.set()
 
         watcher = asyncio.create_task(watch_client())
-        done, failed = None, None
+        done, failed, grounding = None, None, None
         try:
             async for item in bridge:
-                if isinstance(item, DoneEvent):
+                if isinstance(item, Grounding):
+                    grounding = item
+                elif isinstance(item, DoneEvent):
                     done = item
                 elif isinstance(item, Failed):
                     failed = item
@@ -200,7 +221,7 @@ class Api:
             return error_response(ApiError(503, "The request was cancelled before it ran.", code="cancelled"))
         if http_status(done) != 200:
             return error_response(_done_error(done))
-        return JSONResponse(shaper.whole(done, parsed.generation.spec, ticket.queue_wait_s))
+        return JSONResponse(shaper.whole(done, parsed.generation.spec, ticket.queue_wait_s, grounding))
 
 
 def _event(payload: dict) -> ServerSentEvent:

@@ -44,6 +44,9 @@ class ServerConfig:
     # Host names answered besides this server's own (host_rule): a reverse proxy's public name;
     # "*.example.com" its subdomains; "*" any name, which lets DNS rebinding in again.
     allowed_hosts: tuple[str, ...] = ()
+    # The document library a request's "specula": {"collections": [...]} reads; "": documents/ in
+    # the data folder (engine.paths.documents_dir), as `python -m engine docs` uses.
+    documents_dir: str = ""
 
     def with_(self, **changes) -> ServerConfig:
         return replace(self, **changes)

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine import ChatMessage, DoneEvent, FinishReason, SamplingParams, SpecParams, TokenEvent
+from engine.documents.library import LibraryError
 from engine.errors import user_message
+from engine.serving.documents import Documents
 from engine.serving.fair_queue import FairQueue, Ticket
 from engine.serving.request_log import RequestLog, RequestRecord
 
@@ -37,6 +39,7 @@ class Generation:
     prompt: str
     sampling: SamplingParams
     spec: SpecParams
+    collections: tuple[str, ...] = ()  # the last user message is grounded in these (engine.serving.documents)
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,8 @@ def http_status(done: DoneEvent) -> int:
 
 
 class EventBridge:
-    """TokenEvent, DoneEvent or Failed items from the engine's thread to one coroutine, in order."""
+    """Items from the engine's thread to one coroutine, in order: a Grounding first when the question
+    was grounded in documents, then TokenEvents and a DoneEvent, or Failed."""
 
     _END = object()
 
@@ -87,13 +91,21 @@ class EngineService:
     """Runs Generations on one engine through a FairQueue, and records each in the RequestLog.
 
     engine: returns the engine to use when the job runs (the app may reload its model between
-    requests), or None when no model is loaded.
+    requests), or None when no model is loaded. documents: the library a request's collections
+    are read from (None: the data folder's).
     """
 
-    def __init__(self, engine: Callable[[], Engine | None], queue: FairQueue, request_log: RequestLog):
+    def __init__(
+        self,
+        engine: Callable[[], Engine | None],
+        queue: FairQueue,
+        request_log: RequestLog,
+        documents: Documents | None = None,
+    ):
         self._engine = engine
         self.queue = queue
         self.log = request_log
+        self.documents = documents or Documents()
 
     def start(
         self, generation: Generation, record: RequestRecord, loop: asyncio.AbstractEventLoop
@@ -123,7 +135,14 @@ class EngineService:
                 bridge.put(Failed(error, 503))
                 return
             if generation.messages is not None:
-                events = engine.chat(list(generation.messages), generation.sampling, generation.spec, ticket.cancel)
+                messages = list(generation.messages)
+                if generation.collections:
+                    messages, grounding = self.documents.ground(
+                        engine, messages, generation.collections, generation.sampling.max_tokens
+                    )
+                    record.n_passages = len(grounding.sources)
+                    bridge.put(grounding)
+                events = engine.chat(messages, generation.sampling, generation.spec, ticket.cancel)
             else:
                 events = engine.complete(generation.prompt, generation.sampling, generation.spec, ticket.cancel)
             for event in events:
@@ -134,6 +153,10 @@ class EngineService:
                     finish, error = event.finish_reason.value, event.error or ""
                     status = None if record.stream else http_status(event)
                     bridge.put(event)
+        except LibraryError as e:  # a collection removed since the request came
+            error = str(e)
+            finish, status = "error", None if record.stream else 400
+            bridge.put(Failed(error, 400))
         except Exception as e:  # noqa: BLE001 - llama-cpp-python raises RuntimeError; the server keeps serving
             log.exception("generation failed")
             error = user_message(e)

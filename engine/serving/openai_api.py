@@ -4,10 +4,15 @@ Only what the engine honours is accepted: temperature, top_p, max_tokens (max_co
 stop, seed, stream (with stream_options.include_usage), and llama-server's top_k and min_p. What it
 cannot do (n > 1, logprobs, tools, echo, images) is refused with a 400 naming the field, rather
 than silently ignored. Other fields (presence_penalty, user…) are ignored, as llama-server does.
+
+Specula's own request field is `specula` (the openai client sends it through extra_body):
+`{"collections": ["notes"]}` answers a chat from those document collections; its answer then
+carries `specula: {"sources": [...]}` beside `timings` and `speculation` (engine.serving.documents).
 """
 
 from __future__ import annotations
 
+import reprlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -15,9 +20,11 @@ from typing import Any
 
 from engine import ChatMessage, DoneEvent, DrafterMode, FinishReason, SamplingParams, SpecParams
 from engine.serving import figures
+from engine.serving.documents import Grounding
 from engine.serving.generation import Generation
 
 MAX_STOP_STRINGS = 16
+MAX_COLLECTIONS = 32  # collections one request may name
 # With a seed, speculation drafts with a fixed length and confidence floor: an adaptive choice
 # follows wall-clock costs, and a draft cut differently makes a differently shaped verification
 # batch whose logits can round a near-tie the other way. The seed then fixes the whole text.
@@ -69,7 +76,12 @@ def parse_chat(body: Any, defaults: Defaults) -> Parsed:
     if isinstance(fmt, dict) and fmt.get("type", "text") != "text":
         raise ApiError(400, "response_format: only text answers are supported.", "response_format")
     messages = tuple(_message(m, i) for i, m in enumerate(raw))
-    return _parsed(body, defaults, Generation(messages, "", *_params(body, defaults)))
+    collections = _collections(body)
+    if collections and not any(m.role == "user" for m in messages):
+        raise ApiError(
+            400, "specula.collections grounds the last user message, and messages hold none.", "specula.collections"
+        )
+    return _parsed(body, defaults, Generation(messages, "", *_params(body, defaults), collections))
 
 
 def parse_completion(body: Any, defaults: Defaults) -> Parsed:
@@ -84,6 +96,12 @@ def parse_completion(body: Any, defaults: Defaults) -> Parsed:
         raise ApiError(400, "echo is not supported by this server.", "echo")
     if (body.get("best_of") or 1) != 1:
         raise ApiError(400, "best_of must be 1 on this server.", "best_of")
+    if _collections(body):
+        raise ApiError(
+            400,
+            "specula.collections answers chats only (/v1/chat/completions): a raw completion has no question.",
+            "specula.collections",
+        )
     return _parsed(body, defaults, Generation(None, prompt, *_params(body, defaults)))
 
 
@@ -107,6 +125,34 @@ def _check_model(body: dict, defaults: Defaults) -> None:
             "model",
             "model_not_found",
         )
+
+
+def _collections(body: dict) -> tuple[str, ...]:
+    """`"specula": {"collections": [names]}`: the document collections to answer from (none when absent)."""
+    extra = body.get("specula")
+    if extra is None:
+        return ()
+    if not isinstance(extra, dict):
+        raise ApiError(400, 'specula must be an object, such as {"collections": ["notes"]}.', "specula")
+    for name in extra:
+        if name != "collections":
+            raise ApiError(
+                400, f"specula.{name} is not a field of this server; it knows collections.", f"specula.{name}"
+            )
+    names = extra.get("collections")
+    if names is None:
+        return ()
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+        raise ApiError(
+            400,
+            f"specula.collections must be a list of collection names (strings); got {reprlib.repr(names)}.",
+            "specula.collections",
+        )
+    if len(names) > MAX_COLLECTIONS:
+        raise ApiError(
+            400, f"specula.collections may name at most {MAX_COLLECTIONS} collections.", "specula.collections"
+        )
+    return tuple(dict.fromkeys(names))
 
 
 def _message(m: Any, i: int) -> ChatMessage:
@@ -219,12 +265,16 @@ def finish_reason(done: DoneEvent) -> str:
     return "stop"
 
 
-def extras(done: DoneEvent, spec: SpecParams, queue_wait_s: float) -> dict:
-    """The fields beside OpenAI's: llama-server's `timings`, and what speculation did."""
-    return {
+def extras(done: DoneEvent, spec: SpecParams, queue_wait_s: float, grounding: Grounding | None = None) -> dict:
+    """The fields beside OpenAI's: llama-server's `timings`, what speculation did, and for an
+    answer from document collections `specula.sources`, the passages it was given."""
+    fields = {
         "timings": figures.timings(done.stats, queue_wait_s),
         "speculation": figures.speculation(done.stats, spec),
     }
+    if grounding is not None:
+        fields["specula"] = {"sources": grounding.records(done.text)}
+    return fields
 
 
 class Shaper:
@@ -253,18 +303,20 @@ class Shaper:
             return self._envelope(True, [{"index": 0, "delta": delta, "finish_reason": None}])
         return self._envelope(True, [{"index": 0, "text": text, "logprobs": None, "finish_reason": None}])
 
-    def last_chunk(self, done: DoneEvent, spec: SpecParams, queue_wait_s: float) -> dict:
+    def last_chunk(
+        self, done: DoneEvent, spec: SpecParams, queue_wait_s: float, grounding: Grounding | None = None
+    ) -> dict:
         if self.chat:
             choice = {"index": 0, "delta": {}, "finish_reason": finish_reason(done)}
         else:
             choice = {"index": 0, "text": "", "logprobs": None, "finish_reason": finish_reason(done)}
-        return self._envelope(True, [choice]) | extras(done, spec, queue_wait_s)
+        return self._envelope(True, [choice]) | extras(done, spec, queue_wait_s, grounding)
 
     def usage_chunk(self, done: DoneEvent) -> dict:
         """stream_options.include_usage: one more chunk, with no choices and the usage."""
         return self._envelope(True, []) | {"usage": figures.usage(done.stats)}
 
-    def whole(self, done: DoneEvent, spec: SpecParams, queue_wait_s: float) -> dict:
+    def whole(self, done: DoneEvent, spec: SpecParams, queue_wait_s: float, grounding: Grounding | None = None) -> dict:
         if self.chat:
             message = {"role": "assistant", "content": done.text}
             if done.reasoning:
@@ -272,4 +324,5 @@ class Shaper:
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason(done)}
         else:
             choice = {"index": 0, "text": done.text, "logprobs": None, "finish_reason": finish_reason(done)}
-        return self._envelope(False, [choice]) | {"usage": figures.usage(done.stats)} | extras(done, spec, queue_wait_s)
+        usage = {"usage": figures.usage(done.stats)}
+        return self._envelope(False, [choice]) | usage | extras(done, spec, queue_wait_s, grounding)

@@ -33,6 +33,7 @@ class RequestRecord:
     n_drafted: int = 0
     n_accepted: int = 0
     estimated_speedup: float = 0.0
+    n_passages: int | None = None  # passages of the user's documents given with the question (None: none asked)
     finish: str = ""
     error: str = ""
     duration_s: float = 0.0
@@ -49,6 +50,8 @@ class RequestRecord:
             parts.append("stream")
         if self.queue_wait_s is not None:
             parts.append(f"waited {self.queue_wait_s:.2f} s")
+        if self.n_passages is not None:
+            parts.append(f"{self.n_passages} passage{'' if self.n_passages == 1 else 's'} from documents")
         if self.n_tokens or self.finish in ("stop", "length", "cancelled"):
             parts.append(f"{self.n_tokens} tokens ({self.gen_tps:.1f} tok/s)")
             if self.n_cached_tokens:

@@ -24,6 +24,7 @@ import uvicorn
 from engine import SamplingParams, SpecParams
 from engine.serving.app import Api, build_app
 from engine.serving.config import ServerConfig
+from engine.serving.documents import Documents
 from engine.serving.fair_queue import EngineThread, FairQueue
 from engine.serving.generation import EngineService
 from engine.serving.request_log import RequestLog
@@ -56,7 +57,8 @@ class LocalServer:
         queue: that thread's line; its owner's own jobs may wait in it too (the app's answers, which
         are never refused), so its waiting limit becomes config's. model: what is loaded, or None."""
         queue.limit = config.queue_limit
-        self.service = EngineService(engine, queue, RequestLog(config.log_size))
+        documents = Documents(config.documents_dir or None)
+        self.service = EngineService(engine, queue, RequestLog(config.log_size), documents)
         self.config = config
         self.api = Api(self.service, config, *serving_terms(config, model))
         self._app = build_app(self.api)
@@ -131,6 +133,7 @@ class LocalServer:
             self._thread.join(2.0)
         if self._socket is not None:
             self._socket.close()
+        self.service.documents.close()
         return not self._thread.is_alive()
 
 

@@ -1,0 +1,125 @@
+"""Answers from the user's document collections: a chat request's `"specula": {"collections": [...]}`.
+
+The names are checked as the request arrives (collection_names reads collections.json, never the
+index), so an unknown one is answered 400 before anything waits in the queue. On the engine's
+thread, where the model's tokenizer and context are, the last user message is grounded in the
+passages that fit, by the terminal's rule (engine.documents.cli.ask): the conversation with the
+grounded message, plus the room kept for the answer, within the context. The index is read
+through a Library opened on that thread (one per thread, as the library asks), kept open between
+requests and closed when the server stops. The response carries the passages given as its sources,
+each marked where the answer cites it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine import paths
+from engine.config import ChatMessage
+from engine.documents import cli as documents_cli
+from engine.documents import grounding
+from engine.documents.library import Library
+from engine.documents.retrieval import Hit
+
+if TYPE_CHECKING:  # the name only: importing Engine loads llama.cpp
+    from engine import Engine
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """What a grounded request's question was given, in order: sources[0] is passage [1]."""
+
+    sources: tuple[Hit, ...]
+
+    def records(self, answer: str) -> list[dict]:
+        """The sources as a response carries them, each `cited` when the answer cites its number."""
+        cited = set(grounding.cited(answer, len(self.sources)))
+        return [
+            {
+                "n": n,
+                "collection": hit.collection,
+                "path": hit.path,
+                "page": hit.page,
+                "line_start": hit.line_start,
+                "line_end": hit.line_end,
+                "heading": hit.heading,
+                "text": hit.text,
+                "cited": n in cited,
+            }
+            for n, hit in enumerate(self.sources, 1)
+        ]
+
+
+class _Definitions(Library):
+    """The library's collections.json alone (all Library.collections reads): the HTTP side checks a
+    request's names at once, without opening the index, whose connections are the engine thread's."""
+
+    def __init__(self, root: Path):  # Library.__init__ would open (and check) the index
+        self.root = Path(root)
+        self.definitions = self.root / "collections.json"
+
+
+def collection_names(root: Path) -> list[str]:
+    """The collections defined in the library at root, in their order (none when it has no library)."""
+    return [c.name for c in _Definitions(root).collections()]
+
+
+class Documents:
+    """A server's document library: names checked on any thread, questions grounded on the engine's.
+
+    root: the library's folder; None for engine.paths.documents_dir(), found when a request first
+    names a collection (a server that is never asked for one creates no folder).
+    """
+
+    def __init__(self, root: Path | str | None = None):
+        self._root = Path(root) if root else None
+        self._libraries: dict[int, Library] = {}  # by thread: each opened on the thread that uses it
+        self._lock = threading.Lock()  # close() from the stopping thread never meets a search
+
+    @property
+    def root(self) -> Path:
+        if self._root is None:
+            self._root = paths.documents_dir()
+        return self._root
+
+    def unknown(self, names: tuple[str, ...]) -> tuple[list[str], list[str]]:
+        """(the names that are not collections here, the collections there are)."""
+        known = collection_names(self.root)
+        return [n for n in names if n not in known], known
+
+    def ground(
+        self, engine: Engine, messages: list[ChatMessage], names: tuple[str, ...], max_tokens: int
+    ) -> tuple[list[ChatMessage], Grounding]:
+        """On the engine's thread: the conversation with its last user message grounded in the
+        passages of these collections that fit, and those passages. Raises LibraryError when a
+        collection is no longer there."""
+        at = max(i for i, m in enumerate(messages) if m.role == "user")  # parse_chat made sure of one
+        before, question, after = messages[:at], messages[at], messages[at + 1 :]
+
+        def fits(text: str) -> bool:
+            tokens = engine.prompt_tokens([*before, ChatMessage("user", text), *after])
+            return len(tokens) + engine.answer_room(max_tokens) <= engine.info.n_ctx
+
+        with self._lock:
+            library = self._library()
+            for name in names:
+                library.collection(name)  # removed since the request came: LibraryError says which
+            grounded = documents_cli.ask(library, list(names), question.content, fits)
+        return [*before, ChatMessage("user", grounded.message), *after], Grounding(tuple(grounded.sources))
+
+    def _library(self) -> Library:
+        thread = threading.get_ident()
+        library = self._libraries.get(thread)
+        if library is None:  # a damaged index is set aside and rebuilt here, and logged by the library
+            library = self._libraries[thread] = Library(self.root)
+        return library
+
+    def close(self) -> None:
+        """Close the libraries opened (the server stops); a later request opens one again."""
+        with self._lock:
+            libraries, self._libraries = list(self._libraries.values()), {}
+        for library in libraries:
+            library.close()

@@ -1,9 +1,9 @@
 """Answers from the user's document collections: a chat request's `"specula": {"collections": [...]}`.
 
-The names are checked as the request arrives (collection_names reads collections.json, never the
-index), so an unknown one is answered 400 before anything waits in the queue. On the engine's
+The names are checked as the request arrives (from collections.json, without opening the index),
+so an unknown one is answered 400 before anything waits in the queue. On the engine's
 thread, where the model's tokenizer and context are, the last user message is grounded in the
-passages that fit, by the terminal's rule (engine.documents.cli.ask): the conversation with the
+passages that fit, by the terminal's rule (grounding.find_and_ground): the conversation with the
 grounded message, plus the room kept for the answer, within the context. The index is read
 through a Library opened on that thread (one per thread, as the library asks), kept open between
 requests and closed when the server stops. The response carries the passages given as its sources,
@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING
 
 from engine import paths
 from engine.config import ChatMessage
-from engine.documents import cli as documents_cli
 from engine.documents import grounding
-from engine.documents.library import Library
+from engine.documents.library import Library, read_collections
 from engine.documents.retrieval import Hit
 
 if TYPE_CHECKING:  # the name only: importing Engine loads llama.cpp
@@ -53,20 +52,6 @@ class Grounding:
         ]
 
 
-class _Definitions(Library):
-    """The library's collections.json alone (all Library.collections reads): the HTTP side checks a
-    request's names at once, without opening the index, whose connections are the engine thread's."""
-
-    def __init__(self, root: Path):  # Library.__init__ would open (and check) the index
-        self.root = Path(root)
-        self.definitions = self.root / "collections.json"
-
-
-def collection_names(root: Path) -> list[str]:
-    """The collections defined in the library at root, in their order (none when it has no library)."""
-    return [c.name for c in _Definitions(root).collections()]
-
-
 class Documents:
     """A server's document library: names checked on any thread, questions grounded on the engine's.
 
@@ -87,7 +72,7 @@ class Documents:
 
     def unknown(self, names: tuple[str, ...]) -> tuple[list[str], list[str]]:
         """(the names that are not collections here, the collections there are)."""
-        known = collection_names(self.root)
+        known = [c.name for c in read_collections(self.root)]  # collections.json: the index is not opened
         return [n for n in names if n not in known], known
 
     def ground(
@@ -107,7 +92,7 @@ class Documents:
             library = self._library()
             for name in names:
                 library.collection(name)  # removed since the request came: LibraryError says which
-            grounded = documents_cli.ask(library, list(names), question.content, fits)
+            grounded = grounding.find_and_ground(library, list(names), question.content, fits)
         return [*before, ChatMessage("user", grounded.message), *after], Grounding(tuple(grounded.sources))
 
     def _library(self) -> Library:

@@ -1,4 +1,4 @@
-"""`python -m engine docs`: the document library in the terminal (list, add, index, search, remove)."""
+"""`python -m engine docs`: the document library in the terminal (list, add, index, search, remove, embedder)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from engine.documents import grounding, indexer, retrieval
+from engine.documents import grounding, indexer, retrieval, vectors
 from engine.documents.library import Library, LibraryError
+from engine.errors import EngineError
 
 
 def add_parser(sub) -> None:
@@ -19,7 +20,9 @@ def add_parser(sub) -> None:
     add = verbs.add_parser("add", help="add folders or files to a collection (created if new)")
     add.add_argument("name")
     add.add_argument("paths", nargs="+")
-    index = verbs.add_parser("index", help="read what is new or changed, drop what is gone")
+    index = verbs.add_parser(
+        "index", help="read what is new or changed, drop what is gone; then vectors, with an embedding model"
+    )
     index.add_argument("name")
     search = verbs.add_parser("search", help="the passages that best answer a question")
     search.add_argument("name", help="collection (comma-separated for several)")
@@ -28,6 +31,11 @@ def add_parser(sub) -> None:
     remove = verbs.add_parser("remove", help="remove a collection, or one of its sources (your files stay)")
     remove.add_argument("name")
     remove.add_argument("path", nargs="?")
+    embedder = verbs.add_parser(
+        "embedder", help="the embedding model for hybrid search (a GGUF such as nomic-embed-text-v1.5), or --none"
+    )
+    embedder.add_argument("path", nargs="?", help="the model file; without it: the model in use")
+    embedder.add_argument("--none", action="store_true", help="keyword search only (stored vectors are kept)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,11 +45,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         if library.rebuilt:
             print(library.rebuilt, file=sys.stderr)
-        return {"list": _list, "add": _add, "index": _index, "search": _search, "remove": _remove}[args.verb](
-            library, args
-        )
+        verbs = {
+            "list": _list,
+            "add": _add,
+            "index": _index,
+            "search": _search,
+            "remove": _remove,
+            "embedder": _embedder,
+        }
+        return verbs[args.verb](library, args)
     except LibraryError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except EngineError as e:  # the embedding model: not one, or llama.cpp could not load or run it
+        print(f"error: {e.user_message()}", file=sys.stderr)
         return 2
     finally:
         library.close()
@@ -51,9 +68,13 @@ def _list(library: Library, args) -> int:
     collections = library.collections()
     if not collections:
         print("No collections yet: python -m engine docs add NAME FOLDER")
+    model = _model_key(library)
     for c in collections:
         files, passages, errors = library.counts(c.name)
-        print(f"{c.name}: {files} files, {passages} passages" + (f", {errors} unreadable" if errors else ""))
+        with_vectors = f", {vectors.counts(library, c.name, model)} with vectors" if model else ""
+        print(
+            f"{c.name}: {files} files, {passages} passages{with_vectors}" + (f", {errors} unreadable" if errors else "")
+        )
         for source in c.sources:
             print(f"  {source}")
         for path, why in library.errors(c.name):
@@ -93,6 +114,41 @@ def _index(library: Library, args) -> int:
     )
     for _, why in report.errors:
         print(f"  ! {why}")
+    if report.cancelled or library.embedding_model() is None:
+        return 0
+    return _index_vectors(library, args.name, controls)
+
+
+def _index_vectors(library: Library, name: str, controls: indexer.Controls) -> int:
+    """The vector pass, after the keyword index (which search uses meanwhile)."""
+    from engine.documents.embeddings import Embedder
+
+    def show(p: vectors.VectorProgress) -> None:
+        left = f", {p.seconds_left:.0f} s left" if p.seconds_left is not None else ""
+        print(
+            f"\rvectors: {p.done}/{p.total} passages, {p.per_second:.1f}/s{left}   ",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    path = library.embedding_model()
+    try:
+        embedder = Embedder(path)
+    except EngineError as e:
+        print(f"error: vectors not computed ({e}); keyword search works as before.", file=sys.stderr)
+        return 2
+    try:
+        report = vectors.update(library, name, embedder, show, controls)
+    except KeyboardInterrupt:
+        print("\nstopped: the vectors stored are kept; run it again to go on", file=sys.stderr)
+        return 130
+    finally:
+        embedder.close()
+    print(file=sys.stderr)
+    print(
+        f"vectors ({embedder.name}): {report.embedded} stored, {vectors.missing(library, name, embedder.key)} missing"
+    )
     return 0
 
 
@@ -100,13 +156,69 @@ def _search(library: Library, args) -> int:
     names = [n.strip() for n in args.name.split(",") if n.strip()]
     for name in names:
         library.collection(name)  # an unknown name says so
-    hits = retrieval.search(library, names, args.question, args.limit)
+    embedder = _search_embedder(library)
+    try:
+        hits = retrieval.search(library, names, args.question, args.limit, embedder)
+    finally:
+        if embedder is not None:
+            embedder.close()
     if not hits:
         print("nothing found")
     for i, hit in enumerate(hits, 1):
         heading = f" · {hit.heading}" if hit.heading else ""
-        print(f"[{i}] {hit.where()}{heading}  (score {hit.score:.2f})")
+        print(f"[{i}] {hit.where()}{heading}  (score {hit.score:.4g})")
         print(textwrap.indent(textwrap.shorten(hit.text, 400), "    "))
+    return 0
+
+
+def _search_embedder(library: Library):
+    """The library's embedding model, loaded, for hybrid search; None (keyword search) when none is
+    chosen or it cannot be loaded (said on stderr)."""
+    path = library.embedding_model()
+    if path is None:
+        return None
+    from engine.documents.embeddings import Embedder
+
+    try:
+        return Embedder(path)
+    except EngineError as e:
+        print(f"keyword search only: {e}", file=sys.stderr)
+        return None
+
+
+def _model_key(library: Library) -> str | None:
+    path = library.embedding_model()
+    if path is None:
+        return None
+    from engine.documents.embeddings import model_key
+
+    try:
+        return model_key(path)
+    except OSError:
+        return None
+
+
+def _embedder(library: Library, args) -> int:
+    from engine.documents.embeddings import check
+
+    if args.none:
+        library.set_embedding_model(None)
+        print("No embedding model: keyword search only (vectors already stored are kept for the model).")
+        return 0
+    if args.path is None:
+        path = library.embedding_model()
+        if path is None:
+            print("No embedding model: keyword search only. Choose one: python -m engine docs embedder FILE.gguf")
+        else:
+            print(f"{path}" + ("" if Path(path).is_file() else " (missing: keyword search only)"))
+        return 0
+    info = check(args.path)  # not an embedding model: says what it is
+    library.set_embedding_model(args.path)
+    arch = info.architecture
+    print(
+        f"Embedding model: {info.name} ({arch}, {info.get(f'{arch}.embedding_length')} dimensions). "
+        "python -m engine docs index NAME computes the vectors of a collection."
+    )
     return 0
 
 

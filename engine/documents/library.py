@@ -2,13 +2,18 @@
 
     documents/collections.json   the collections and their sources (folders, files): the user's choices,
                                  small, written whole (engine.json_file)
-    documents/index.sqlite3      what was read of each file, its passages and their full-text index:
-                                 derived from the files, so a damaged one is set aside and rebuilt
+    documents/index.sqlite3      what was read of each file, its passages, their full-text index and
+                                 their vectors (vectors.py): derived from the files, so a damaged one
+                                 is set aside and rebuilt
 
 The index is SQLite in WAL mode: the indexer writes on its own connection while searches read on
 theirs. Each file is written in one transaction with its size, modification time and SHA-256,
 which is what makes indexing resumable: a file either is in the index whole, with the state it was
-read in, or is not there at all.
+read in, or is not there at all. A passage's vectors go with it: a trigger deletes them when the
+passage is deleted (its file changed, vanished or left the collection).
+
+collections.json also names the embedding model the user chose for the library ("embedding_model",
+a GGUF path; absent: keyword search only).
 """
 
 from __future__ import annotations
@@ -60,6 +65,18 @@ END;
 CREATE TRIGGER IF NOT EXISTS passages_removed AFTER DELETE ON passages BEGIN
     INSERT INTO passages_fts(passages_fts, rowid, heading, text) VALUES ('delete', old.id, old.heading, old.text);
 END;
+CREATE TABLE IF NOT EXISTS vectors (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: (count, largest id) tells a cache what changed
+    passage_id INTEGER NOT NULL REFERENCES passages(id),
+    model TEXT NOT NULL,  -- embeddings.model_key: file name, size, hash of the header
+    collection TEXT NOT NULL,  -- the passage's, to load a collection's vectors without a join
+    vector BLOB NOT NULL,  -- float16, unit length
+    UNIQUE (passage_id, model)
+);
+CREATE INDEX IF NOT EXISTS vectors_of_collection ON vectors(model, collection);
+CREATE TRIGGER IF NOT EXISTS passages_removed_vectors AFTER DELETE ON passages BEGIN
+    DELETE FROM vectors WHERE passage_id = old.id;
+END;
 """
 
 
@@ -95,6 +112,7 @@ class Library:
         self.index_file = self.root / "index.sqlite3"
         self.rebuilt = ""  # why the index was set aside and started again at open ("" when it was not)
         self.db = self._open_index()
+        self.vector_cache: dict = {}  # vectors.py's loaded matrices, per (collection, model), checked before use
 
     # -- collections ------------------------------------------------------------------------------
 
@@ -149,8 +167,33 @@ class Library:
         with self.db:
             self._drop_files("collection = ?", (name,))
 
+    def embedding_model(self) -> str | None:
+        """The embedding model's path the user chose (None: keyword search only)."""
+        value = self._definitions().get("embedding_model")
+        return value if isinstance(value, str) and value else None
+
+    def set_embedding_model(self, path: str | Path | None) -> None:
+        """Choose the library's embedding model (None: none). Vectors of another model stay in the
+        index, unused, so choosing that model again needs no new pass."""
+        data = self._definitions()
+        if path is None:
+            data.pop("embedding_model", None)
+        else:
+            data["embedding_model"] = str(Path(path).expanduser().resolve())
+        data.setdefault("collections", [])
+        write_json(self.definitions, data)
+
+    def _definitions(self) -> dict:
+        try:
+            data = json.loads(self.definitions.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
     def _save(self, collections: list[Collection]) -> None:
-        write_json(self.definitions, {"collections": [{"name": c.name, "sources": c.sources} for c in collections]})
+        data = self._definitions()  # keeps the other settings (the embedding model)
+        data["collections"] = [{"name": c.name, "sources": c.sources} for c in collections]
+        write_json(self.definitions, data)
 
     # -- the index --------------------------------------------------------------------------------
 

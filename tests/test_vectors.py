@@ -1,0 +1,320 @@
+"""Vectors in the document index and hybrid retrieval (engine/documents/vectors.py, retrieval.py, the
+terminal's docs commands) with a real embedding model (all-MiniLM-L6-v2 through llama.cpp,
+tests/embedding_fixture.py): vectors filled in after keyword indexing, resumed after a cancel and a
+kill -9, replaced when a file changes and gone with a deleted one; hybrid recall against BM25 on
+questions about Debian's licence texts worded unlike them; keywords alone without vectors."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.documents import indexer, retrieval, vectors
+from engine.documents.embeddings import Embedder
+from engine.documents.library import Library
+from tests import embedding_fixture
+
+REPO = Path(__file__).resolve().parents[1]
+LICENSES = Path("/usr/share/common-licenses")  # Debian's base-files: real documents nobody here wrote
+
+# Questions about the licence texts, worded unlike them, and a phrase of the passage that answers each.
+QA_LICENCES = ("Apache-2.0", "GPL-3", "MPL-2.0", "BSD", "LGPL-3", "CC0-1.0", "Artistic", "GFDL-1.3")
+QUESTIONS = [
+    ("If I sue someone claiming the software infringes my invention, what happens to the rights I was given?",
+     "as of the date such litigation is filed"),
+    ("May I use the original project's brand and logo when I advertise my product?",
+     "names, trademarks, service marks, or product names of the Licensor"),
+    ("Are the authors responsible if the program breaks my machine and my business loses money?",
+     "work stoppage, computer failure or malfunction"),
+    ("If I send my improvements back to the maintainers, which terms cover them unless I say otherwise?",
+     "Submission of Contributions"),
+    ("Am I allowed to sell support or guarantees to customers for code I pass on?",
+     "Accepting Warranty or Additional Liability"),
+    ("What must I mark in the files I altered before handing them to others?", "stating that You changed the files"),
+    ("Why does the licence worry about gadgets that refuse to run altered firmware?",
+     "Some devices are designed to deny users access"),
+    ("Can I share the executable with others over a file-sharing network?",
+     "Convey the object code using peer-to-peer transmission"),
+    ("Once I stop breaking the rules, do I get my permissions back?", "if you cease all violation of this License"),
+    ("Which household goods does the rule about installation keys apply to?", "tangible personal property"),
+    ("Is there any promise that the software actually works?", "THERE IS NO WARRANTY FOR THE PROGRAM"),
+    ("May I combine the code with software under the licence meant for programs used over a network?",
+     "GNU Affero General Public License into a single"),
+    ("What should I put at the top of each source file to release my new program under these terms?",
+     "<one line to give the program's name"),
+    ("If my program runs in a terminal, what short notice should it print when it starts?",
+     "This program comes with ABSOLUTELY NO WARRANTY"),
+    ("How do I know which later revision of the terms applies to a program?",
+     "Each version is given a distinguishing version number"),
+    ("Who is allowed to publish new editions of the Mozilla terms?", "Mozilla Foundation is the license steward"),
+    ("What happens to my rights if I take a contributor to court over inventions they own?",
+     "If You initiate litigation against any entity by asserting a patent"),
+    ("If a statute or court order stops me from following part of the terms, what must I do?",
+     "If it is impossible for You to comply with any of the terms"),
+    ("In which courts must disagreements about these terms be settled?",
+     "Any litigation relating to this License may be brought only in the courts"),
+    ("Can I use the university's name to promote a product built from this code?",
+     "Neither the name of the University nor the names of its contributors"),
+    ("Can I put functions from the library next to other routines in one combined library?",
+     "side by side in a single library"),
+    ("Does giving up my copyright also give up my trademarks or patents?",
+     "No trademark or patent rights held by Affirmer are waived"),
+    ("What happens if a judge decides the dedication to the public domain is not valid?", "Public License Fallback"),
+    ("How do I decide what price to ask for making copies?", "is whatever you can justify"),
+    ("Is what the package's programs output covered by these terms?", "supplied as input to or produced as"),
+    ("Which parts of a manual can never be changed by people who modify it?",
+     'The "Invariant Sections" are certain Secondary Sections'),
+    ("Why was this licence made for software documentation?",
+     "We have designed this License in order to use it for manuals"),
+    ("If I print more than a hundred copies of the manual, what must I do?", "numbering more than 100"),
+    ("Can a company keep its changes to a library secret when it links the library into a closed program?",
+     "Combined Works"),
+    ("May I charge money for giving someone a copy of the program?",
+     "You may charge any price or no price for each copy that you convey"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Path:
+    return embedding_fixture.minilm_gguf()
+
+
+@pytest.fixture(scope="module")
+def embedder(minilm):
+    with Embedder(minilm) as e:
+        yield e
+
+
+@pytest.fixture
+def library(tmp_path):
+    lib = Library(tmp_path / "library")
+    yield lib
+    lib.close()
+
+
+def notes(folder: Path, n_files: int = 6, sections: int = 8) -> Path:
+    """Markdown notes: a passage per section, each about one animal."""
+    animals = ["otters", "herons", "badgers", "foxes", "owls", "salmon", "beavers", "moles", "hares", "wrens"]
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in range(n_files):
+        body = "\n\n".join(
+            f"## Section {s}\n\nField note {f}.{s}: the {animals[(f + s) % len(animals)]} by the river were counted."
+            for s in range(sections)
+        )
+        (folder / f"note{f}.md").write_text(f"# Note {f}\n\n{body}\n")
+    return folder
+
+
+def collection_of(library: Library, folder: Path, name: str = "docs") -> str:
+    library.add_collection(name)
+    library.add_sources(name, [folder])
+    indexer.update(library, name)
+    return name
+
+
+def vector_rows(library: Library) -> int:
+    return library.db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+
+
+# -- vectors in the index -------------------------------------------------------------------------
+
+
+def test_vectors_fill_in_after_keyword_indexing_and_go_on_after_a_cancel(library, tmp_path, embedder):
+    name = collection_of(library, notes(tmp_path / "notes"))
+    total = library.counts(name)[1]
+    assert total == 6 * 8 and vectors.missing(library, name, embedder.key) == total
+    # Keyword search works at once; with no vectors yet, the embedder changes nothing.
+    keyword = retrieval.search(library, [name], "badgers counted", 5)
+    assert keyword and retrieval.search(library, [name], "badgers counted", 5, embedder) == keyword
+
+    controls = indexer.Controls()
+    seen: list[int] = []
+
+    def cancel_after_two_batches(p: vectors.VectorProgress) -> None:
+        seen.append(p.done)
+        if p.done >= 16:
+            controls.cancel()
+
+    report = vectors.update(library, name, embedder, cancel_after_two_batches, controls, batch=8)
+    assert report.cancelled and report.embedded == 16 and seen == [0, 8, 16]
+    assert vectors.missing(library, name, embedder.key) == total - 16
+
+    report = vectors.update(library, name, embedder, batch=8)
+    assert (report.embedded, report.cancelled) == (total - 16, False)  # the rest, nothing twice
+    assert vectors.counts(library, name, embedder.key) == vector_rows(library) == total
+    assert vectors.update(library, name, embedder).embedded == 0
+
+
+KILL_AFTER = """
+import os, signal, sys
+from pathlib import Path
+from engine.documents import vectors
+from engine.documents.embeddings import Embedder
+from engine.documents.library import Library
+
+library = Library(Path(sys.argv[1]))
+stop_after = int(sys.argv[3])
+
+def progress(p):
+    if p.done == stop_after:
+        os.kill(os.getpid(), signal.SIGKILL)  # as a crash would: no cleanup at all
+
+vectors.update(library, "docs", Embedder(sys.argv[2]), progress, batch=8)
+"""
+
+
+def test_a_vector_pass_killed_mid_way_keeps_its_batches_and_resumes(tmp_path, minilm, embedder):
+    root = tmp_path / "library"
+    library = Library(root)
+    name = collection_of(library, notes(tmp_path / "notes"))
+    total = library.counts(name)[1]
+    library.close()
+
+    run = subprocess.run([sys.executable, "-c", KILL_AFTER, str(root), str(minilm), "24"], cwd=REPO, timeout=300)
+    assert run.returncode == -9
+
+    library = Library(root)
+    try:
+        assert vectors.counts(library, name, embedder.key) == 24  # three whole batches
+        assert vectors.update(library, name, embedder, batch=8).embedded == total - 24
+        assert vectors.counts(library, name, embedder.key) == total
+    finally:
+        library.close()
+
+
+def test_a_changed_file_gets_new_vectors_and_a_deleted_one_takes_its_vectors_away(library, tmp_path, embedder):
+    folder = notes(tmp_path / "notes", n_files=4, sections=3)
+    name = collection_of(library, folder)
+    vectors.update(library, name, embedder)
+    total = library.counts(name)[1]
+    assert vector_rows(library) == total == 4 * 3
+    question = "Where did the striped horses feed?"  # no word in common with any passage
+    assert "zebra" not in retrieval.search(library, [name], question, 3, embedder)[0].text  # caches the vectors
+
+    (folder / "note2.md").write_text(
+        "# Savanna\n\nA herd of zebras grazed on the plain near the waterhole.\n\n"
+        "## Birds\n\nWeaver birds built nests in the acacia.\n"
+    )
+    indexer.update(library, name)
+    assert vector_rows(library) == total - 3  # the old passages of note2 took their vectors with them
+    assert vectors.missing(library, name, embedder.key) == 2
+    assert vectors.update(library, name, embedder).embedded == 2
+    hits = retrieval.search(library, [name], question, 3, embedder)
+    assert "zebras" in hits[0].text and hits[0].path.endswith("note2.md")  # found by meaning: no shared word
+
+    (folder / "note3.md").unlink()
+    indexer.update(library, name)
+    orphans = "SELECT COUNT(*) FROM vectors WHERE passage_id NOT IN (SELECT id FROM passages)"
+    assert library.db.execute(orphans).fetchone()[0] == 0
+    assert vector_rows(library) == library.counts(name)[1] == 12 - 3 + 2 - 3
+    assert all(not h.path.endswith("note3.md") for h in retrieval.search(library, [name], "otters", 10, embedder))
+    library.remove_collection(name)
+    assert vector_rows(library) == 0
+
+
+def test_the_embedding_model_is_kept_with_the_collections(library, tmp_path, minilm):
+    assert library.embedding_model() is None
+    library.add_collection("a")
+    library.set_embedding_model(minilm)
+    library.add_collection("b")
+    library.add_sources("b", [tmp_path])
+    assert library.embedding_model() == str(minilm.resolve())
+    assert [c.name for c in library.collections()] == ["a", "b"]
+    library.remove_collection("a")
+    assert library.embedding_model() == str(minilm.resolve())
+    library.set_embedding_model(None)
+    assert library.embedding_model() is None and [c.name for c in library.collections()] == ["b"]
+
+
+# -- hybrid retrieval -----------------------------------------------------------------------------
+
+
+def test_reciprocal_rank_fusion_by_hand():
+    fused = retrieval.fuse([[1, 2, 3], [3, 4]], k=60)
+    assert [item for item, _ in fused] == [3, 1, 2, 4]
+    assert fused[0][1] == pytest.approx(1 / 63 + 1 / 61) and fused[1][1] == pytest.approx(1 / 61)
+    assert retrieval.fuse([]) == []
+
+
+def recall(search, k: int) -> float:
+    def flat(text: str) -> str:
+        return " ".join(text.split())
+
+    found = sum(any(flat(phrase) in flat(h.text) for h in search(question, k)) for question, phrase in QUESTIONS)
+    return found / len(QUESTIONS)
+
+
+def test_hybrid_search_finds_answers_worded_unlike_the_question_at_least_as_often_as_keywords(
+    library, tmp_path, embedder
+):
+    folder = tmp_path / "licences"
+    folder.mkdir()
+    for licence in QA_LICENCES:
+        shutil.copy(LICENSES / licence, folder / licence)
+    name = collection_of(library, folder)
+    assert vectors.update(library, name, embedder).embedded == library.counts(name)[1]
+
+    def vector_only(question, k):
+        near = vectors.nearest(library, [name], embedder.key, embedder.embed_query(question), k)
+        found = retrieval._passages(library, [pid for pid, _ in near])
+        return [found[pid] for pid, _ in near]
+
+    table = {
+        "BM25": lambda q, k: retrieval.search(library, [name], q, k),
+        "vectors": vector_only,
+        "hybrid": lambda q, k: retrieval.search(library, [name], q, k, embedder),
+    }
+    measured = {what: (recall(search, 3), recall(search, 5)) for what, search in table.items()}
+    print("recall@3, @5:", measured)
+    assert measured["hybrid"][0] >= measured["BM25"][0] and measured["hybrid"][1] > measured["BM25"][1]
+    # A question found both ways keeps its passage first.
+    first = retrieval.search(library, [name], "Who is the license steward of the Mozilla Public License?", 1, embedder)
+    assert "Mozilla Foundation is the license steward" in first[0].text
+
+
+def test_without_an_embedding_model_or_its_vectors_search_is_keywords_alone(library, tmp_path, embedder):
+    name = collection_of(library, notes(tmp_path / "notes", n_files=2, sections=2))
+    keyword = retrieval.search(library, [name], "herons river", 3)
+    assert keyword and retrieval.search(library, [name], "herons river", 3, embedder) == keyword
+    assert retrieval.search(library, [name], "   ", 3, embedder) == []
+    assert retrieval.search(library, [], "herons", 3, embedder) == []
+
+
+# -- the terminal ---------------------------------------------------------------------------------
+
+
+def test_the_terminal_chooses_an_embedding_model_and_indexes_searches_and_lists_with_vectors(
+    tmp_path, minilm, smollm2_path, capsys
+):
+    from engine import cli
+
+    def docs(*args: str) -> tuple[int, str, str]:
+        code = cli.main(["docs", "--dir", str(tmp_path / "lib"), *args])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    folder = notes(tmp_path / "notes", n_files=2, sections=3)
+    assert docs("add", "notes", str(folder))[0] == 0
+    code, _, err = docs("embedder", smollm2_path)
+    assert code == 2 and "is a chat model (llama), not an embedding model" in err and "nomic-embed" in err
+    code, out, _ = docs("embedder")
+    assert code == 0 and out.startswith("No embedding model")
+    code, out, _ = docs("embedder", str(minilm))
+    assert code == 0 and "all-MiniLM-L6-v2 (bert, 384 dimensions)" in out
+
+    code, out, err = docs("index", "notes")
+    assert code == 0 and "vectors (all-MiniLM-L6-v2): 6 stored, 0 missing" in out and "vectors: 6/6 passages" in err
+    code, out, _ = docs("search", "notes", "Where were the foxes?", "-n", "1")
+    assert code == 0 and out.startswith("[1] note1.md") and "foxes" in out
+    assert "notes: 2 files, 6 passages, 6 with vectors" in docs("list")[1]
+
+    code, out, _ = docs("embedder", "--none")
+    assert code == 0 and docs("embedder")[1].startswith("No embedding model")
+    assert "with vectors" not in docs("list")[1]
+    with sqlite3.connect(tmp_path / "lib" / "index.sqlite3") as db:
+        assert db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] == 6  # kept for when it is chosen again

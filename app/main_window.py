@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from app.bridge.answer_controller import AnswerController
 from app.bridge.context_counter import ContextCounter
+from app.bridge.documents_service import DocumentsService
 from app.bridge.draft_offer import DraftIdleWatch
 from app.bridge.local_server import LocalServerController
 from app.bridge.model_controller import EngineState, ModelController
@@ -44,6 +45,7 @@ from app.core.remote_engines import parse_remote_ref
 from app.core.settings import Settings
 from app.core.store import Conversation, Role, Store
 from app.dialogs.chat_settings_dialog import ChatSettingsDialog
+from app.dialogs.documents_dialog import DocumentsDialog
 from app.dialogs.downloads import close_downloaders, open_downloader, open_library
 from app.dialogs.remote_engines_dialog import RemoteEnginesDialog
 from app.dialogs.server_panel import ServerPanel, ServerStatusLabel
@@ -91,6 +93,8 @@ class MainWindow(QMainWindow):
         )
         self.server = LocalServerController(self.host, self.models, lambda: self.settings, self)
         self.server_panel: ServerPanel | None = None
+        self.documents = DocumentsService(parent=self)
+        self.documents_dialog: DocumentsDialog | None = None
         self._shut = False
 
         self.setWindowTitle("Specula")
@@ -154,6 +158,7 @@ class MainWindow(QMainWindow):
         self.appearance.apply(self.settings.theme, self.settings.text_scale)
         self._show_title("New chat")
         self._update_chat_button()
+        self._update_documents_button()
 
     def _connect(self) -> None:
         """The widgets to the session and the controllers, and what those report back to the widgets."""
@@ -183,6 +188,9 @@ class MainWindow(QMainWindow):
         header.model_picker.eject_requested.connect(s.eject)
         header.model_picker.remote_chosen.connect(s.use_remote)
         header.model_picker.add_remote_requested.connect(self.open_remote_engines)
+        header.collections_chosen.connect(self.choose_collections)
+        header.manage_documents.connect(self.open_documents)
+        self.documents.summaries_ready.connect(self._update_documents_button)
         self.remote_catalog.changed.connect(lambda: header.model_picker.set_remote(self.remote_catalog.choices()))
         self.welcome.starter_requested.connect(self.assemble_starter)
         self.welcome.download_requested.connect(self.open_downloader)
@@ -197,6 +205,7 @@ class MainWindow(QMainWindow):
         s.answer_ended.connect(self._on_answer_ended)
         s.comparison_changed.connect(self._show_comparison)
         s.chat_settings_changed.connect(self._update_chat_button)
+        s.chat_settings_changed.connect(self._update_documents_button)
         s.models_chosen.connect(self._update_picker)
         s.busy_changed.connect(composer.set_busy)
         s.busy_changed.connect(view.set_busy)
@@ -211,6 +220,7 @@ class MainWindow(QMainWindow):
         a.tokens_arrived.connect(view.queue_tokens)
         a.reasoning_arrived.connect(view.queue_reasoning)
         a.live_stats.connect(view.set_live_stats)
+        a.sources_arrived.connect(view.set_sources)
         a.notice.connect(view.show_notice)
         a.status_message.connect(lambda text: self.status.showMessage(text, 6000))
 
@@ -330,6 +340,22 @@ class MainWindow(QMainWindow):
             self.settings.presets = presets
             self.save_settings()
         self.session.set_chat_settings(chat)
+
+    def open_documents(self) -> None:
+        if self.documents_dialog is None:
+            self.documents_dialog = DocumentsDialog(self.documents, self)
+        else:
+            self.documents.refresh()
+        self.documents_dialog.show()
+        self.documents_dialog.raise_()
+
+    def choose_collections(self, names: list[str]) -> None:
+        chat = self.session.chat_settings
+        chat.collections = list(names)
+        self.session.set_chat_settings(chat)
+
+    def _update_documents_button(self, *_args) -> None:
+        self.header.set_collections(self.documents.names(), self.session.chat_settings.collections)
 
     def _update_chat_button(self) -> None:
         lines = self.session.chat_settings.summary(self.settings.presets)
@@ -524,6 +550,7 @@ class MainWindow(QMainWindow):
         self.models.close()  # a load still running is abandoned, not failed
         close_downloaders(self)  # a running download pauses; its partial file is kept to resume
         self.server.stop()  # its requests are cancelled; it stops taking new ones
+        self.documents.shutdown(3.0)  # indexing stops between files; what it stored is kept
         self.host.shutdown()  # bounded: cancels the answer, a load or the starter assembly
         self.models.wait(3000)  # a library read ends by itself; its result goes nowhere
         self.header.model_picker.tasks.wait(3000)

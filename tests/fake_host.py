@@ -32,7 +32,9 @@ class FakeEngineHost(QObject):
         self.templates: list[str | None] = []
         self.starters = 0
 
-    def answer(self, messages, sampling, spec, purpose=RequestPurpose.ANSWER, remember=None) -> AnswerRequest:
+    def answer(
+        self, messages, sampling, spec, purpose=RequestPurpose.ANSWER, remember=None, collections=()
+    ) -> AnswerRequest:
         request = AnswerRequest(
             len(self.requests) + 1,
             list(messages),
@@ -41,6 +43,7 @@ class FakeEngineHost(QObject):
             RequestPurpose(purpose),
             threading.Event(),
             remember=remember,
+            collections=tuple(collections),
         )
         self.requests.append(request)
         return request

@@ -14,6 +14,7 @@ the answer is recorded the same way. Nothing of it reaches the engine thread or 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,9 +30,11 @@ from app.core.attachments import prompt_text
 from app.core.figures import compare_texts
 from app.core.remote_engines import parse_remote_ref
 from app.core.settings import Settings
+from app.core.sources import Source
 from app.core.store import Message, Role, Store, history
 from engine import DoneEvent, FinishReason, RoundEvent
 from engine.config import ChatMessage, DrafterMode, SamplingParams, SpecParams
+from engine.documents import grounding
 from engine.errors import user_message
 from engine.remote import RemoteError, RemoteServer
 
@@ -61,6 +64,7 @@ class AnswerController(QObject):
     tokens_arrived = Signal(int, object)  # message id, [Token]: only for the conversation on screen
     reasoning_arrived = Signal(int, str)  # message id, thinking text: likewise
     live_stats = Signal(int, object)  # message id, AnswerStats so far: likewise, a few times a second
+    sources_arrived = Signal(int, object)  # message id, [Source]: the passages it was given; likewise
     answer_ended = Signal(object, bool)  # Message (complete, stored), whether it is on screen
     comparison_changed = Signal(int, object, bool)  # answer's message id, comparison dict or None, running
     notice = Signal(str)  # a problem to show the user (a failed store write, a failed comparison)
@@ -95,6 +99,8 @@ class AnswerController(QObject):
         w.round_finished.connect(self._on_round)
         w.answer_finished.connect(self._on_done)
         w.answer_failed.connect(self._on_failed)
+        w.sources_found.connect(self._on_sources)
+        w.documents_failed.connect(self._on_documents_failed)
         self.remote.token_received.connect(self._on_token)
         self.remote.answer_finished.connect(self._on_done)
         self.remote.answer_failed.connect(self._on_failed)
@@ -129,12 +135,18 @@ class AnswerController(QObject):
     # -- asking ---------------------------------------------------------------------------------
 
     def ask(
-        self, conversation_id: int, messages: list[Message], settings: Settings, variant_of: int | None = None
+        self,
+        conversation_id: int,
+        messages: list[Message],
+        settings: Settings,
+        variant_of: int | None = None,
+        collections: Sequence[str] = (),
     ) -> Message | None:
         """Answer the conversation's messages with the settings' models; the new answer, or None.
 
         A comparison running is stopped first: chatting never waits for a measurement.
         variant_of: the answer is written again, as an alternate in that answer's group.
+        collections: the chat's document collections: its last message is grounded in their passages.
         """
         if self.active is not None:
             return None
@@ -145,6 +157,11 @@ class AnswerController(QObject):
         sampling, spec = s.sampling(seed), s.spec()
         chat = chat_messages(history(messages), s.system_prompt)
         if (ref := parse_remote_ref(s.target.path or "")) is not None:
+            if collections:
+                self.status_message.emit(
+                    "This chat's documents are searched for this computer's models only: "
+                    "the remote engine is asked without them, and none of their text leaves this computer."
+                )
             return self._ask_remote(conversation_id, chat, s, sampling, spec, ref, variant_of)
         params = answer_params(sampling, spec, s.system_prompt, *self.models.model_names(s))
         message = self._new_answer(conversation_id, params, variant_of)
@@ -152,7 +169,7 @@ class AnswerController(QObject):
             return None
         # The user's own answers feed the history index (Settings → Speculation), a comparison never.
         remember = conversation_id if s.history_drafting else None
-        request = self.host.answer(chat, sampling, spec, remember=remember)
+        request = self.host.answer(chat, sampling, spec, remember=remember, collections=tuple(collections))
         rec = AnswerRecorder(
             self.store, message, request.id, self.models.target_step_s, on_write_error=self.notice.emit
         )
@@ -235,6 +252,8 @@ class AnswerController(QObject):
         if answer.finish_reason in (FinishReason.CANCELLED, FinishReason.LENGTH):
             sampling = sampling.with_(max_tokens=max(answer.stats.n_tokens, 1))  # as many tokens as it had
         chat = chat_messages(history(messages_before), answer.params.get("system_prompt", ""))
+        if answer.sources and chat and chat[-1].role == "user":  # the same passages as the answer had, not a new search
+            chat[-1] = ChatMessage("user", grounding.message_with(chat[-1].content, answer.sources))
         request = self.host.answer(chat, sampling, SpecParams(mode=DrafterMode.OFF), purpose=RequestPurpose.COMPARE)
         self.job = CompareJob(request.id, answer.id)
         self.comparison_changed.emit(answer.id, None, True)
@@ -298,6 +317,19 @@ class AnswerController(QObject):
                 self.reasoning_arrived.emit(rec.message.id, text)
             else:
                 self.tokens_arrived.emit(rec.message.id, [token])
+
+    @Slot(int, object)
+    def _on_sources(self, request_id: int, hits: list) -> None:
+        rec = self._job(request_id)
+        if isinstance(rec, AnswerRecorder):
+            rec.set_sources([Source.from_hit(n, hit) for n, hit in enumerate(hits, 1)])
+            if self._shown(rec.message):
+                self.sources_arrived.emit(rec.message.id, rec.message.sources)
+
+    @Slot(int, str)
+    def _on_documents_failed(self, request_id: int, why: str) -> None:
+        if isinstance(self._job(request_id), AnswerRecorder):
+            self.notice.emit(why)
 
     @Slot(int, object)
     def _on_round(self, request_id: int, event: RoundEvent) -> None:

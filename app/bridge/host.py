@@ -33,6 +33,7 @@ class EngineHostApi(Protocol):
         spec: SpecParams,
         purpose: RequestPurpose = RequestPurpose.ANSWER,
         remember: int | None = None,
+        collections: tuple[str, ...] = (),
     ) -> AnswerRequest: ...
 
     def stop(self, request_id: int | None = None) -> None: ...

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sqlite3
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -42,8 +43,11 @@ from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from engine import DoneEvent, RoundEvent, TokenEvent
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
+from engine.documents import grounding
+from engine.documents.library import Library, LibraryError
 from engine.errors import ContextFullError, IncompatibleDraftError, OperationCancelled, user_message
 from engine.paths import auto_memory_file as default_auto_memory_file
+from engine.paths import documents_dir as default_documents_dir
 from engine.paths import history_dir as default_history_dir
 from engine.serving.fair_queue import FairQueue, Ticket
 
@@ -93,6 +97,7 @@ class AnswerRequest:
     cancel: threading.Event = field(default_factory=threading.Event)
     ticket: Ticket | None = None  # its place in the engine thread's line
     remember: int | None = None
+    collections: tuple[str, ...] = ()  # document collections to ground the last message in (engine.documents)
 
 
 @dataclass
@@ -138,12 +143,17 @@ class EngineWorker(QObject):
     starter_finished = Signal(str, str)  # target path, draft path
     tokens_counted = Signal(object)  # TokenCount, for the newest CountRequest only
     history_forgotten = Signal(object)  # the conversation id (None: all of it), once gone from memory and disk
+    sources_found = Signal(int, object)  # request id, [Hit]: the passages its last message was given, first
+    documents_failed = Signal(
+        int, str
+    )  # request id, why its collections could not be searched (it is answered without)
 
     def __init__(self, history_dir: Path | None = None, memory_file: Path | None = None):
         """history_dir: the user's history indexes (engine.paths.history_dir()); None: no history at all.
         memory_file: what auto learned of each model pair (engine.paths.auto_memory_file()); None: not kept."""
         super().__init__()
         self.engine = None
+        self.library: Library | None = None  # the document library, opened on this thread when first asked
         self.history_dir = history_dir
         self.memory_file = memory_file
         # Set by EngineHost.shutdown (any thread): requests still queued are skipped.
@@ -199,8 +209,9 @@ class EngineWorker(QObject):
         round_index = -1
         done = None
         try:
+            messages = self._grounded(request) if request.collections else request.messages
             events = self.engine.chat(
-                request.messages, request.sampling, request.spec, request.cancel, remember=request.remember
+                messages, request.sampling, request.spec, request.cancel, remember=request.remember
             )
             for event in events:
                 if isinstance(event, TokenEvent):
@@ -220,6 +231,29 @@ class EngineWorker(QObject):
             self.answer_failed.emit(request.id, "The engine ended the answer without a result. Try again.")
             return
         self.answer_finished.emit(request.id, done)
+
+    def _grounded(self, request: AnswerRequest) -> list[ChatMessage]:
+        """The request's messages with the last one grounded in the best passages of its collections that fit
+        the context (sources_found says which); unchanged, with documents_failed, if they cannot be searched."""
+        *before, last = request.messages
+
+        def fits(text: str) -> bool:
+            tokens = self.engine.prompt_tokens([*before, ChatMessage(last.role, text)])
+            return len(tokens) + self.engine.answer_room(request.sampling.max_tokens) <= self.engine.info.n_ctx
+
+        try:
+            if self.library is None:
+                self.library = Library(default_documents_dir())
+            names = [c.name for c in self.library.collections()]
+            if missing := [n for n in request.collections if n not in names]:
+                raise LibraryError(f"There is no collection named {', '.join(map(repr, missing))} any more.")
+            grounded = grounding.find_and_ground(self.library, list(request.collections), last.content, fits)
+        except (LibraryError, OSError, sqlite3.Error) as e:
+            log.warning("documents not searched: %s", e)
+            self.documents_failed.emit(request.id, f"Your documents were not searched: {e}")
+            return request.messages
+        self.sources_found.emit(request.id, grounded.sources)
+        return [*before, ChatMessage(last.role, grounded.message, last.reasoning)]
 
     @Slot(object)
     def count_tokens(self, request: CountRequest) -> None:
@@ -290,11 +324,14 @@ class EngineWorker(QObject):
 
     @Slot()
     def shutdown(self) -> None:
-        self._close_engine()
+        self.close_engine()
 
     def close_engine(self) -> None:
-        """Free the models. Only from the engine thread, or once that thread has finished."""
+        """Free the models (and the document library). Only from the engine thread, or once that thread has finished."""
         self._close_engine()
+        if self.library is not None:
+            self.library.close()
+            self.library = None
 
     def _close_engine(self) -> None:
         if self.engine is not None:
@@ -368,16 +405,24 @@ class EngineHost(QObject):
         spec: SpecParams,
         purpose: RequestPurpose = RequestPurpose.ANSWER,
         remember: int | None = None,
+        collections: tuple[str, ...] = (),
     ) -> AnswerRequest:
         """Put an answer in the engine thread's line; it ends in worker.answer_finished or answer_failed.
 
         It is never refused, and waits behind the local server's requests that came first. Stopping
         it while it waits makes its turn end at once (the engine sees the cancel flag), so its end
         arrives as usual. remember: the conversation's id, to add this answer to the history index
-        (None: not added).
+        (None: not added). collections: ground the last message in these document collections
+        (worker.sources_found, before its tokens).
         """
         request = AnswerRequest(
-            next(self._ids), list(messages), sampling, spec, RequestPurpose(purpose), remember=remember
+            next(self._ids),
+            list(messages),
+            sampling,
+            spec,
+            RequestPurpose(purpose),
+            remember=remember,
+            collections=tuple(collections),
         )
         self._pending[request.id] = request
         request.ticket = self.queue.submit(

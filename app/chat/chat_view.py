@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.chat.attachment_chips import AttachmentChips
 from app.chat.rich_text import MessageBody
+from app.chat.sources_panel import SourcesPanel
 from app.chat.stats_footer import StatsFooter
 from app.chat.thinking_view import ThinkingSection
 from app.core.figures import DRAFTER_LABELS, comparison_heading
@@ -143,6 +144,9 @@ class MessageWidget(QFrame):
         theme.tint(self.meta_label)
         layout.addWidget(self.error_label)
 
+        self.sources_panel = SourcesPanel(message.sources, self)  # hidden when the answer had no documents
+        layout.addWidget(self.sources_panel)
+
         self.footer: StatsFooter | None = None
         if not self.is_user:
             self.footer = StatsFooter(self)
@@ -188,6 +192,10 @@ class MessageWidget(QFrame):
         n, seconds = (stats.n_reasoning_tokens, stats.reasoning_s) if stats else (0, 0.0)
         self.thinking.finish(message.reasoning, n, seconds, collapse=collapse)
 
+    def set_sources(self, sources: list) -> None:
+        self.message.sources = sources
+        self.sources_panel.set_sources(sources)
+
     def set_live_stats(self, stats: AnswerStats) -> None:
         self.live_stats = stats
         if self.footer:
@@ -201,6 +209,7 @@ class MessageWidget(QFrame):
             self._finish_thinking(message, collapse=self.thinking.thinking and bool(message.content))
         self._show_thinking()
         self.body.finish(message.content, message.tokens)
+        self.sources_panel.set_sources(message.sources)
         self._refresh()
 
     def set_colours(self, colours: bool) -> None:
@@ -556,6 +565,10 @@ class ChatView(QScrollArea):
         if widget is not None:
             widget.finish(message)
         self._update_last()
+
+    def set_sources(self, message_id: int, sources: list) -> None:
+        if (widget := self.message_widget(message_id)) is not None:
+            widget.set_sources(sources)
 
     def set_live_stats(self, message_id: int, stats: AnswerStats) -> None:
         widget = self.widgets.get(message_id)

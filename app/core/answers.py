@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
 
+from app.core.sources import Source, mark_cited
 from app.core.store import Message, Store, Token
 from engine import AnswerStats, DoneEvent, FinishReason, RoundEvent
 from engine.config import SamplingParams, SpecParams, TokenSource
@@ -82,6 +83,12 @@ class AnswerRecorder:
         self._dirty = True
         return token
 
+    def set_sources(self, sources: list[Source]) -> None:
+        """The passages of the user's documents the answer was given (before its first token)."""
+        self.message.sources = sources
+        if not self.write_error:
+            self._write(self.store.set_sources, self.message.id, sources)
+
     def add_round(self, event: RoundEvent) -> None:
         # The engine's own accounting, on the engine's clock: after the last round these live
         # figures (the estimated speedup included) equal the final ones.
@@ -144,6 +151,10 @@ class AnswerRecorder:
             return
         if not self.write_error:
             self._write(self.store.finish_message, self.message.id, text, reason, stats, error, self.reasoning)
+        if self.message.sources:
+            mark_cited(self.message.sources, text)
+            if not self.write_error:
+                self._write(self.store.set_sources, self.message.id, self.message.sources)
         m = self.message
         m.content, m.finish_reason, m.error, m.complete = text, reason, error, True
         m.reasoning = self.reasoning

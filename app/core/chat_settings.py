@@ -36,6 +36,7 @@ class ChatSettings:
     target: str = ""  # a model file chosen in this chat, or a remote model's reference ("": the app's default)
     draft: str = ""  # the draft chosen with it ("": none); used only with target
     sampling: dict[str, float] = field(default_factory=dict)  # SAMPLING_FIELDS this chat sets
+    collections: list[str] = field(default_factory=list)  # document collections its answers draw on (engine.documents)
 
     @property
     def is_default(self) -> bool:
@@ -74,6 +75,8 @@ class ChatSettings:
             lines.append(f"Model: {remote[1]} (remote)" if remote else "Model: " + os.path.basename(self.target))
         for name, value in self.sampling.items():
             lines.append(f"{SAMPLING_FIELDS[name]}: {format_value(name, value)}")
+        if self.collections:
+            lines.append("Documents: " + ", ".join(self.collections))
         return lines
 
     # -- persistence --------------------------------------------------------------------------
@@ -88,6 +91,8 @@ class ChatSettings:
             data["target"], data["draft"] = self.target, self.draft
         if self.sampling:
             data["sampling"] = dict(self.sampling)
+        if self.collections:
+            data["collections"] = list(self.collections)
         return data
 
     @classmethod
@@ -107,6 +112,9 @@ class ChatSettings:
         for name, value in sampling.items() if isinstance(sampling, dict) else ():
             if name in SAMPLING_FIELDS and (number := _number(name, value)) is not None:
                 chat.sampling[name] = number
+        collections = data.get("collections")
+        if isinstance(collections, list):
+            chat.collections = list(dict.fromkeys(c for c in collections if isinstance(c, str) and c))
         return chat
 
 

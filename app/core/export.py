@@ -28,6 +28,13 @@ def to_markdown(conversation: Conversation, messages: Sequence[Message]) -> str:
         if m.reasoning:  # folded, as in the app (GitHub and most Markdown viewers honour <details>)
             out += ["<details><summary>Thinking</summary>", "", m.reasoning, "", "</details>", ""]
         out += [m.content, ""]
+        if m.sources:  # the passages of the user's documents it was given, [n] as it cites them
+            out += ["<details><summary>Sources</summary>", ""]
+            for src in m.sources:
+                heading = f" · {src.heading}" if src.heading else ""
+                out += [f"**[{src.n}]** {src.path} — {src.where().split(', ', 1)[-1]}{heading}"
+                        + (" *(cited)*" if src.cited else ""), "", *("> " + line for line in src.text.splitlines()), ""]  # fmt: skip
+            out += ["</details>", ""]
         if m.error:
             out += [f"> **Error:** {m.error.splitlines()[0]}", ""]
         if not m.complete:
@@ -65,6 +72,7 @@ def to_json(conversation: Conversation, messages: Sequence[Message]) -> str:
                 "params": m.params,
                 "stats": m.stats.to_dict() if m.stats else None,
                 "comparison": m.comparison,
+                "sources": [src.to_dict() for src in m.sources],
                 # Token sources as [text, source, round] triples.
                 "tokens": [[t.text, t.source, t.round] for t in m.tokens],
             }

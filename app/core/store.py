@@ -23,6 +23,7 @@ from enum import Enum
 from pathlib import Path
 
 from app.core.attachments import Attachment
+from app.core.sources import Source, load_sources
 from engine import AnswerStats, FinishReason
 from engine.config import TokenSource
 from engine.paths import data_dir
@@ -76,6 +77,8 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE messages ADD COLUMN variant_of INTEGER",
         "ALTER TABLE messages ADD COLUMN shown INTEGER NOT NULL DEFAULT 1",
     ],
+    # The passages of the user's documents an answer was given (app.core.sources.Source.to_dict() each), JSON.
+    ["ALTER TABLE messages ADD COLUMN sources TEXT NOT NULL DEFAULT '[]'"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -149,6 +152,7 @@ class Message:
     attachments: list[Attachment] = field(default_factory=list)  # files quoted before content
     variant_of: int | None = None  # a regenerated answer: the first answer of its group
     variants: list[int] = field(default_factory=list)  # the ids of its group, oldest first ([] or [id]: alone)
+    sources: list[Source] = field(default_factory=list)  # passages of the user's documents it was given
 
     def __post_init__(self) -> None:
         self.role = Role(self.role)
@@ -440,6 +444,12 @@ class Store:
                 (_json([a.to_dict() for a in attachments]), message_id),
             )
 
+    def set_sources(self, message_id: int, sources: Sequence[Source]) -> None:
+        with self._tx():
+            self.db.execute(
+                "UPDATE messages SET sources = ? WHERE id = ?", (_json([s.to_dict() for s in sources]), message_id)
+            )
+
     def set_comparison(self, message_id: int, comparison: dict) -> None:
         with self._tx():
             self.db.execute("UPDATE messages SET comparison = ? WHERE id = ?", (_json(comparison), message_id))
@@ -494,6 +504,7 @@ def _message(row: sqlite3.Row) -> Message:
         reasoning=row["reasoning"],
         attachments=[Attachment.from_dict(a) for a in _load(row["attachments"]) or [] if isinstance(a, dict)],
         variant_of=row["variant_of"],
+        sources=load_sources(_load(row["sources"])),
     )
 
 

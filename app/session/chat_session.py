@@ -386,7 +386,13 @@ class ChatSession(QObject):
         if not self.remote and (self.models.state == EngineState.LOADING or self.follow_chat_models()):
             self._wait(WaitingAnswer(self.conversation.id, variant_of, replacing))
             return None
-        answer = self.answers.ask(self.conversation.id, self.messages, self.effective_settings(), variant_of)
+        answer = self.answers.ask(
+            self.conversation.id,
+            self.messages,
+            self.effective_settings(),
+            variant_of,
+            collections=self.chat_settings.collections,
+        )
         if answer is None and replacing is not None:
             self.show_variant(replacing, replacing)
         return answer

@@ -45,6 +45,7 @@ def build_menus(window) -> MenuActions:
     action(file, "Model &library…", window.open_library, "Ctrl+Shift+L", "Every GGUF model on this computer")
     action(file, "&Add GGUF model…", window.add_model_dialog)
     download = action(file, "&Download models…", window.open_downloader)
+    action(file, "&Documents…", window.open_documents, tip="Your document collections, which chats can answer from")
     action(file, "Local &server…", window.open_server_panel, tip="Serve the loaded model to programs on this computer")
     file.addSeparator()
     action(file, "&Quit", window.close, QKeySequence.StandardKey.Quit)

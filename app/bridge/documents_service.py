@@ -1,0 +1,172 @@
+"""The document library's own thread: indexing and every change to the index run there, never on the GUI's.
+
+One Python thread owns a Library (engine.documents) and takes jobs in order from a queue: add or
+remove collections and sources, update a collection's index, read the collections' figures. What
+happens comes back as signals, delivered on the GUI thread. An update reports its progress a few
+times a second and can be paused, resumed and cancelled from the GUI thread (its Controls); a
+cancelled update keeps every file it stored. Shutdown cancels the running job and waits a moment.
+
+The answer itself searches the index on the engine's thread, with a connection of its own (WAL:
+an update going on does not block it).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+
+from engine.documents import indexer
+from engine.documents.library import Library, read_collections
+from engine.errors import user_message
+from engine.paths import documents_dir
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_S = 0.2
+
+
+@dataclass(frozen=True)
+class CollectionSummary:
+    """A collection as the Documents window shows it."""
+
+    name: str
+    sources: list[str]
+    files: int = 0
+    passages: int = 0
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (path, why) of files that could not be read
+
+
+class DocumentsService(QObject):
+    summaries_ready = Signal(object)  # [CollectionSummary]: after every change, and when asked
+    progress = Signal(str, object)  # collection, indexer.Progress (a copy)
+    indexed = Signal(str, object)  # collection, indexer.Report
+    failed = Signal(str)  # a job could not be done: why, for the user
+    paused_changed = Signal(bool)
+
+    def __init__(self, root: Path | None = None, parent: QObject | None = None):
+        super().__init__(parent)
+        self.root = Path(root) if root is not None else documents_dir()
+        self.indexing: str | None = None  # the collection being updated
+        self.controls = indexer.Controls()
+        self._jobs: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    # -- reading (GUI thread, quick) --------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        """The collections' names, from their small definitions file (not the index)."""
+        return [c.name for c in read_collections(self.root)]
+
+    # -- jobs ------------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        self._submit(lambda library: None)
+
+    def add_collection(self, name: str) -> None:
+        self._submit(lambda library: library.add_collection(name))
+
+    def add_sources(self, name: str, paths: list[str]) -> None:
+        self._submit(lambda library: library.add_sources(name, paths))
+
+    def remove_source(self, name: str, path: str) -> None:
+        self._submit(lambda library: library.remove_source(name, path))
+
+    def remove_collection(self, name: str) -> None:
+        self._submit(lambda library: library.remove_collection(name))
+
+    def update(self, name: str) -> None:
+        """Bring the collection's index up to date (progress, then indexed)."""
+        self._submit(lambda library: self._update(library, name))
+
+    def pause(self) -> None:
+        self.controls.pause()
+        self.paused_changed.emit(True)
+
+    def resume(self) -> None:
+        self.controls.resume()
+        self.paused_changed.emit(False)
+
+    @property
+    def paused(self) -> bool:
+        return not self.controls.running.is_set()
+
+    def cancel(self) -> None:
+        """Stop the update running now (what it stored stays); queued jobs still run."""
+        self.controls.cancel()
+        self.paused_changed.emit(False)
+
+    def shutdown(self, wait_s: float = 5.0) -> bool:
+        """Cancel what runs, skip what waits, and wait for the thread (wait_s at most); True if it ended."""
+        thread = self._thread
+        if thread is None:
+            return True
+        while not self._jobs.empty():
+            try:
+                self._jobs.get_nowait()
+            except queue.Empty:
+                break
+        self.controls.cancel()
+        self._jobs.put(None)
+        thread.join(wait_s)
+        return not thread.is_alive()
+
+    # -- the thread -------------------------------------------------------------------------------
+
+    def _submit(self, job: Callable[[Library], object]) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="specula-documents", daemon=True)
+            self._thread.start()
+        self._jobs.put(job)
+
+    def _run(self) -> None:
+        library = None
+        try:
+            library = Library(self.root)
+            if library.rebuilt:
+                self.failed.emit(library.rebuilt)
+            while (job := self._jobs.get()) is not None:
+                try:
+                    job(library)
+                except Exception as e:  # noqa: BLE001 - a job's failure is said, the thread goes on
+                    log.exception("documents job failed")
+                    self.failed.emit(user_message(e))
+                self.summaries_ready.emit(self._summaries(library))
+        except Exception as e:  # noqa: BLE001 - the library cannot be opened at all
+            log.exception("the document library cannot be opened")
+            self.failed.emit(f"The document library cannot be opened: {user_message(e)}")
+        finally:
+            if library is not None:
+                library.close()
+
+    def _update(self, library: Library, name: str) -> None:
+        self.controls = indexer.Controls()
+        self.indexing = name
+        last = 0.0
+
+        def on_progress(p: indexer.Progress) -> None:
+            nonlocal last
+            now = time.monotonic()
+            if now - last >= PROGRESS_EVERY_S or p.files_done == p.files_total:
+                last = now
+                self.progress.emit(name, replace(p))
+
+        try:
+            report = indexer.update(library, name, on_progress, self.controls)
+        finally:
+            self.indexing = None
+        self.indexed.emit(name, report)
+
+    @staticmethod
+    def _summaries(library: Library) -> list[CollectionSummary]:
+        out = []
+        for c in library.collections():
+            files, passages, _ = library.counts(c.name)
+            out.append(CollectionSummary(c.name, c.sources, files, passages, library.errors(c.name)))
+        return out

@@ -1,0 +1,113 @@
+"""Documents in the app, with real widgets, the real library thread and a real model: the Documents
+window indexes a folder of real documents with progress and shows the files it could not read; a chat
+that ticks a collection in its header is answered from it, with a Sources panel that is stored and
+exported; the library's thread stops when the window closes."""
+# ruff: noqa: F811  (pytest fixtures imported from tests.app_helpers)
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from app.bridge.documents_service import DocumentsService
+from app.core.chat_settings import ChatSettings
+from app.core.export import to_json, to_markdown
+from app.core.sources import Source, load_sources, mark_cited
+from app.dialogs.documents_dialog import DocumentsDialog
+from tests.app_helpers import ANSWER_TIMEOUT_MS, ask, make_window, smol_settings  # noqa: F401 (a fixture)
+
+LICENSES = Path("/usr/share/common-licenses")
+
+
+@pytest.fixture
+def licenses(tmp_path) -> Path:
+    folder = tmp_path / "licenses"
+    folder.mkdir()
+    for name in ("Apache-2.0", "GPL-3", "MPL-2.0"):
+        shutil.copy(LICENSES / name, folder / name)
+    return folder
+
+
+def test_the_documents_window_indexes_a_folder_with_progress_and_lists_what_it_could_not_read(
+    qtbot, isolated_home, licenses
+):
+    (licenses / "photo.txt").write_bytes(b"\x89PNG\0\0\0" + bytes(300))
+    service = DocumentsService(isolated_home / "documents")
+    dialog = DocumentsDialog(service)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    progress = []
+    service.progress.connect(lambda name, p: progress.append((name, p.files_done, p.files_total)))
+    with qtbot.waitSignal(service.indexed, timeout=60_000) as indexed:
+        dialog.add_paths([str(licenses)])  # as a dropped folder: a collection named after it, then indexed
+    name, report = indexed.args
+    assert name == "licenses" and report.read == 3 and len(report.errors) == 1
+    assert progress and progress[-1] == ("licenses", 4, 4)
+    qtbot.waitUntil(lambda: dialog.collections.count() == 1 and dialog.errors.count() == 1)
+    assert "3 files indexed" in dialog.figures.text()
+    assert "binary file" in dialog.errors.item(0).text() and dialog.errors.isVisible()
+    assert "up to date" in dialog.progress_label.text() and not dialog.progress.isVisible()
+    assert dialog.sources.item(0).data(0x0100) == str(licenses)
+    dialog.grab().save(str(isolated_home / "documents-window.png"))
+
+    with qtbot.waitSignal(service.summaries_ready, timeout=30_000):
+        service.remove_source("licenses", str(licenses))
+    qtbot.waitUntil(lambda: "0 files indexed" in dialog.figures.text())
+    assert sorted(p.name for p in licenses.iterdir()) == ["Apache-2.0", "GPL-3", "MPL-2.0", "photo.txt"]
+    assert service.shutdown(5.0)
+
+
+def test_a_chat_answers_from_its_collection_with_sources_shown_stored_and_exported(
+    qtbot, make_window, smollm2_path, licenses, isolated_home
+):
+    window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=24))
+    with qtbot.waitSignal(window.documents.indexed, timeout=60_000):
+        window.documents.add_collection("Licences")
+        window.documents.add_sources("Licences", [str(licenses)])
+        window.documents.update("Licences")
+    qtbot.waitUntil(lambda: "Licences" in [a.text() for a in window.header.documents_button.menu().actions()])
+    tick = next(a for a in window.header.documents_button.menu().actions() if a.text() == "Licences")
+    tick.trigger()  # as the user ticks it in the chat's header
+    assert window.session.chat_settings.collections == ["Licences"]
+    assert window.header.documents_button.text() == "Documents: Licences"
+
+    ask(qtbot, window, "What goes in the NOTICE text file of Derivative Works?")
+    answer = window.session.messages[-1]
+    assert answer.sources and answer.sources[0].path.endswith("Apache-2.0")
+    assert '"NOTICE" text file' in answer.sources[0].text
+    widget = window.chat_view.message_widget(answer.id)
+    panel = widget.sources_panel
+    assert panel.isVisible() and len(panel.rows) == len(answer.sources)
+    first = panel.row(1)
+    assert f"[1] {answer.sources[0].where()}" in first.line.text() and not first.passage.isVisible()
+    first.line.linkActivated.emit("show")  # as a click on the row: the passage itself shows under it
+    assert first.passage.isVisible() and '"NOTICE" text file' in first.passage.text()
+    window.grab().save(str(isolated_home / "chat-with-sources.png"))
+
+    stored = window.store.messages(window.session.conversation.id)[-1]
+    assert [s.to_dict() for s in stored.sources] == [s.to_dict() for s in answer.sources]
+    conversation = window.session.conversation
+    assert [s["path"] for s in json.loads(to_json(conversation, [stored]))["messages"][0]["sources"]] == [
+        s.path for s in stored.sources
+    ]
+    assert "<summary>Sources</summary>" in to_markdown(conversation, [stored])
+    assert ChatSettings.from_dict(conversation.settings).collections == ["Licences"]
+
+
+def test_without_collections_nothing_is_searched_and_no_panel_shows(qtbot, make_window, smollm2_path):
+    window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=8))
+    ask(qtbot, window, "Say hello.")
+    answer = window.session.messages[-1]
+    assert answer.sources == [] and not window.chat_view.message_widget(answer.id).sources_panel.isVisible()
+
+
+def test_stored_sources_read_back_forgivingly_and_citations_mark_them():
+    sources = [Source(1, "c", "/a/notes.md", "x", "Intro", 3, 9), Source(2, "c", "/a/r.pdf", "y", page=2)]
+    mark_cited(sources, "As [2] says.")
+    assert [s.cited for s in sources] == [False, True]
+    assert sources[0].where() == "notes.md, lines 3–9" and sources[1].where() == "r.pdf, page 2"
+    data = [s.to_dict() for s in sources] + [{"n": "x"}, "junk", {"path": "/no/n"}]
+    assert load_sources(data) == sources and load_sources("junk") == []

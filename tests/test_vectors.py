@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine.documents import indexer, retrieval, vectors
@@ -275,6 +276,23 @@ def test_hybrid_search_finds_answers_worded_unlike_the_question_at_least_as_ofte
     # A question found both ways keeps its passage first.
     first = retrieval.search(library, [name], "Who is the license steward of the Mozilla Public License?", 1, embedder)
     assert "Mozilla Foundation is the license steward" in first[0].text
+
+
+def test_a_collection_too_large_for_float32_in_memory_is_scored_from_float16_alike(
+    library, tmp_path, embedder, monkeypatch
+):
+    name = collection_of(library, notes(tmp_path / "notes", n_files=3, sections=4))
+    vectors.update(library, name, embedder)
+    query = embedder.embed_query("Where were the owls counted?")
+    as_float32 = vectors.nearest(library, [name], embedder.key, query, 5)
+    assert library.vector_cache[(name, embedder.key)].matrix.dtype == np.float32
+    monkeypatch.setattr(vectors, "FLOAT32_BYTES", 0)
+    monkeypatch.setattr(vectors, "SCORE_ROWS", 5)  # several blocks
+    library.vector_cache.clear()
+    as_float16 = vectors.nearest(library, [name], embedder.key, query, 5)
+    assert library.vector_cache[(name, embedder.key)].matrix.dtype == np.float16
+    assert [pid for pid, _ in as_float16] == [pid for pid, _ in as_float32]
+    assert np.allclose([s for _, s in as_float16], [s for _, s in as_float32])
 
 
 def test_without_an_embedding_model_or_its_vectors_search_is_keywords_alone(library, tmp_path, embedder):

@@ -27,6 +27,7 @@ COLOURS = {
     TokenSource.DRAFT_MODEL: "\033[32m",
     TokenSource.LOOKUP: "\033[36m",
     TokenSource.HISTORY: "\033[35m",
+    TokenSource.DOCUMENTS: "\033[34m",
     TokenSource.MTP: "\033[33m",
 }
 RESET = "\033[0m"
@@ -76,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--color",
         action="store_true",
-        help="colour tokens by source (green: draft model, yellow: MTP head, cyan: lookup, magenta: history)",
+        help="colour tokens by source (green: draft model, yellow: MTP head, cyan: lookup, magenta: history, blue: your documents)",
     )
     gen = sub.add_parser("generate", help="answer one message and exit")
     model_args(gen)
@@ -398,7 +399,8 @@ def cmd_chat(engine, args, library=None) -> int:
         done = None
         thought = False  # thinking was shown: a blank line before the answer
         try:
-            for event in engine.chat(messages, sampling_from(args), spec_from(args), cancel):
+            documents = [h.text for h in grounded.drafts] if grounded else []
+            for event in engine.chat(messages, sampling_from(args), spec_from(args), cancel, documents=documents):
                 if isinstance(event, TokenEvent) and event.reasoning:
                     thought = True
                     sys.stdout.write(f"{DIM}{event.text}{RESET}" if sys.stdout.isatty() else event.text)
@@ -435,7 +437,8 @@ def cmd_generate(engine, args, library=None) -> int:
     grounded = ground(engine, library, args, messages, prompt)
     messages.append(ChatMessage("user", grounded.message if grounded else prompt))
     done, rounds = None, []
-    for event in engine.chat(messages, sampling_from(args), spec_from(args)):
+    documents = [h.text for h in grounded.drafts] if grounded else []
+    for event in engine.chat(messages, sampling_from(args), spec_from(args), documents=documents):
         if isinstance(event, TokenEvent) and not args.json:
             sys.stdout.write(event.text)
             sys.stdout.flush()

@@ -23,6 +23,7 @@ class DrafterKind(str, Enum):
     DRAFT_MODEL = "draft"  # the small draft model
     LOOKUP = "lookup"  # prompt lookup
     HISTORY = "history"  # the user's earlier conversations (engine/history)
+    DOCUMENTS = "documents"  # the user's documents found for this answer (engine/documents)
     MTP = "mtp"  # the target's own MTP head (engine/llama/mtp.py)
     NONE = "none"  # nothing drafted: the round is one plain target step
 
@@ -34,6 +35,7 @@ class TokenSource(str, Enum):
     DRAFT_MODEL = "draft"  # proposed by the draft model and accepted by the target
     LOOKUP = "lookup"  # proposed by prompt lookup and accepted by the target
     HISTORY = "history"  # continued from the user's earlier conversations and accepted by the target
+    DOCUMENTS = "documents"  # continued from the user's documents found for the answer and accepted by the target
     MTP = "mtp"  # proposed by the target's own MTP head and accepted by the target
 
 

@@ -382,3 +382,30 @@ def test_generate_answers_from_a_collection_and_reports_its_sources(
 
     assert cli.main(["generate", "--model", smollm2_path, "--collection", "nosuch", "hi"]) == 2
     assert "no collection named 'nosuch'" in capsys.readouterr().err
+
+
+def test_the_engine_drafts_a_quote_from_the_documents_it_is_given(small_engine):
+    """A real model quoting a passage: once two tokens of the quote match, its rounds are the documents
+    drafter's (lookup, asked after it, would draft the same run), and nothing is left of the
+    documents after the answer."""
+    from engine.config import ChatMessage, DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
+    from engine.decoding.events import DoneEvent, TokenEvent
+
+    passage = (
+        "The Licensor shall not be liable for any damages arising from the use of the Work, "
+        "including but not limited to lost profits, even if advised of the possibility of such damages."
+    )
+    messages = [ChatMessage("user", f"Repeat this sentence exactly, word for word:\n\n{passage}")]
+    events = list(
+        small_engine.chat(
+            messages, SamplingParams(temperature=0.0, max_tokens=48), SpecParams(mode=DrafterMode.LOOKUP),
+            documents=[passage],
+        )
+    )  # fmt: skip
+    done = events[-1]
+    assert isinstance(done, DoneEvent) and "lost profits" in done.text
+    quoted = [e for e in events if isinstance(e, TokenEvent) and e.source == TokenSource.DOCUMENTS]
+    assert len(quoted) >= 5 and done.stats.tokens_by_source.get("documents", 0) == len(quoted)
+    assert all(e.text.strip() in passage for e in quoted)
+    assert done.stats.by_drafter()[DrafterKind.DOCUMENTS].accepted == len(quoted)
+    assert small_engine.speculator.documents.index is None

@@ -174,7 +174,8 @@ def test_forget_acceptance_and_drop_draft_model_reach_every_drafter():
     s.forget_acceptance()
     assert oracle.trackers == {} and oracle.n_drafted == 0
     s.drop_draft_model()
-    assert s.drafter(DrafterKind.DRAFT_MODEL) is None and [d.kind for d in s.drafters] == [DrafterKind.LOOKUP]
+    assert s.drafter(DrafterKind.DRAFT_MODEL) is None
+    assert [d.kind for d in s.drafters] == [DrafterKind.DOCUMENTS, DrafterKind.LOOKUP]
 
 
 def test_auto_scores_any_drafter_by_the_cost_it_states():
@@ -196,3 +197,33 @@ def test_the_calibration_record_keeps_the_json_shape():
         "mtp_step_s": None,
         "rollback_s": 0.0,
     }
+
+
+def test_documents_draft_a_quote_before_lookup_and_only_for_the_answer_they_were_given():
+    """The documents found for an answer are asked before lookup (a quote of a passage in the prompt
+    is theirs at equal match length), draft a passage that is not in the prompt at all, stay lossless,
+    and are gone after the answer."""
+    s = speculator()
+    documents = s.documents
+    assert s.drafters[0] is documents and s.drafters[1].kind == DrafterKind.LOOKUP
+    # The target's own continuation of the prompt, as a passage of the user's documents (not in the prompt).
+    passage = [PROMPT[-1]]
+    while len(passage) < 30:
+        passage.append(follow(passage[-1]))
+    documents.use([[7, 7, 7], passage])
+    events, done = answer(s, SpecParams(mode=DrafterMode.LOOKUP))
+    _, plain = answer(speculator(), SpecParams(mode=DrafterMode.OFF))
+    assert done.text == plain.text
+    from_documents = [e for e in events if isinstance(e, TokenEvent) and e.source == TokenSource.DOCUMENTS]
+    assert len(from_documents) >= 20 and done.stats.by_drafter()[DrafterKind.DOCUMENTS].accepted >= 20
+
+    # In the prompt as well: at equal match length the documents' offer comes first and lookup's is not made.
+    context = [*passage[:10], 99, *passage[:3]]
+    offered = documents.offer(context, 4, [])
+    assert offered is not None and offered.match_length == 3 and documents.proposal == passage[3:7]
+    assert s.drafters[1].offer(context, 4, [offered]) is None
+
+    documents.use([])
+    assert not documents.asked(SpecParams(), []) and documents.index is None
+    _, alone = answer(s, SpecParams(mode=DrafterMode.LOOKUP))
+    assert DrafterKind.DOCUMENTS not in alone.stats.by_drafter()

@@ -232,9 +232,10 @@ class EngineWorker(QObject):
             return
         self.answer_finished.emit(request.id, done)
 
-    def _grounded(self, request: AnswerRequest) -> list[ChatMessage]:
+    def _grounded(self, request: AnswerRequest) -> tuple[list[ChatMessage], list[str]]:
         """The request's messages with the last one grounded in the best passages of its collections that fit
-        the context (sources_found says which); unchanged, with documents_failed, if they cannot be searched."""
+        the context (sources_found says which), and the texts of all the passages found, to draft from;
+        unchanged and none, with documents_failed, if they cannot be searched."""
         *before, last = request.messages
 
         def fits(text: str) -> bool:
@@ -251,9 +252,9 @@ class EngineWorker(QObject):
         except (LibraryError, OSError, sqlite3.Error) as e:
             log.warning("documents not searched: %s", e)
             self.documents_failed.emit(request.id, f"Your documents were not searched: {e}")
-            return request.messages
+            return request.messages, []
         self.sources_found.emit(request.id, grounded.sources)
-        return [*before, ChatMessage(last.role, grounded.message, last.reasoning)]
+        return [*before, ChatMessage(last.role, grounded.message, last.reasoning)], [h.text for h in grounded.drafts]
 
     @Slot(object)
     def count_tokens(self, request: CountRequest) -> None:

@@ -11,7 +11,13 @@ from app.chat.model_picker import ModelPicker
 from app.ui import theme
 from app.ui.elided_label import ElidedLabel
 
-LEGEND_SOURCES = ("draft", "mtp", "lookup", "history")  # the sources that get a colour; the target's has none
+LEGEND_SOURCES = (
+    "draft",
+    "mtp",
+    "lookup",
+    "history",
+    "documents",
+)  # the sources that get a colour; the target's has none
 
 
 class ChatHeader(QWidget):
@@ -44,7 +50,8 @@ class ChatHeader(QWidget):
         self.colours_button.setCheckable(True)
         self.colours_button.setToolTip(
             "Colour each token of the answers by its source: accepted from the draft model, from prompt lookup, "
-            "from your earlier conversations (history), or produced by the target (Ctrl+T). Hover a token for details."
+            "from your earlier conversations (history), from your documents, or produced by the target (Ctrl+T). "
+            "Hover a token for details."
         )
         self.colours_button.toggled.connect(self.update_legend)
         row.addWidget(self.colours_button)

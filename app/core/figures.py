@@ -11,6 +11,7 @@ DRAFTER_LABELS = {
     DrafterKind.DRAFT_MODEL: "draft model",
     DrafterKind.LOOKUP: "prompt lookup",
     DrafterKind.HISTORY: "history",
+    DrafterKind.DOCUMENTS: "your documents",
     DrafterKind.MTP: "MTP head",
     DrafterKind.NONE: "no draft (plain step)",
 }

@@ -18,6 +18,7 @@ SOURCE_LABELS = {
     TokenSource.DRAFT_MODEL.value: "draft model",
     TokenSource.LOOKUP.value: "prompt lookup",
     TokenSource.HISTORY.value: "history",
+    TokenSource.DOCUMENTS.value: "your documents",
     TokenSource.MTP.value: "MTP head",
     TokenSource.TARGET.value: "target",
 }
@@ -25,6 +26,7 @@ SOURCE_DESCRIPTIONS = {
     TokenSource.DRAFT_MODEL.value: "Proposed by the draft model and accepted by the target",
     TokenSource.LOOKUP.value: "Copied from earlier text by prompt lookup and accepted by the target",
     TokenSource.HISTORY.value: "Continued from your earlier conversations and accepted by the target",
+    TokenSource.DOCUMENTS.value: "Continued from your documents found for this question and accepted by the target",
     TokenSource.MTP.value: "Proposed by the model's own MTP (next-token prediction) head and accepted by the target",
     TokenSource.TARGET.value: "Produced by the target model itself",
 }
@@ -97,6 +99,8 @@ def source_colour(source: TokenSource | DrafterKind | str, pal: QPalette | None 
     if source in (TokenSource.HISTORY, DrafterKind.HISTORY):
         # Amber, toward gold: apart from green, blue, the grey target and the time bar's orange "verifying".
         return QColor("#e6b422" if dark else "#b8860b")
+    if source in (TokenSource.DOCUMENTS, DrafterKind.DOCUMENTS):
+        return QColor("#f28cb8" if dark else "#c2417a")  # rose: the user's own text
     if source in (TokenSource.MTP, DrafterKind.MTP):
         return QColor("#b48cf2" if dark else "#7b4fc9")  # violet: the model drafting for itself
     pal = pal or palette()

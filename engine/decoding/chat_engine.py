@@ -255,11 +255,14 @@ class Engine:
         spec: SpecParams | None = None,
         cancel: threading.Event | None = None,
         remember: int | None = None,
+        documents: Sequence[str] = (),
     ) -> Iterator[Event]:
         """Stream the assistant's answer to a conversation (the last message is the user's).
 
         remember: the conversation's id, to add the question and a finished answer to the history
         index (None: this answer is not the user's history, e.g. a benchmark or a comparison rerun).
+        documents: texts of the user's documents found for this question (in its prompt or not):
+        drafted from as "documents" (engine.decoding.drafters.DocumentDrafter) for this answer only.
         """
         t_request = time.perf_counter()
         sampling = sampling or SamplingParams()
@@ -274,13 +277,17 @@ class Engine:
             return
         opening, closing = self.formatter.reasoning_markers
         splitter = ReasoningSplitter(opening, closing, thinking=self.formatter.opens_reasoning)
-        for event in self.speculator.stream(prompt, sampling, spec, cancel, stats, t_request, splitter):
-            if isinstance(event, DoneEvent):
-                if remember is not None:
-                    self._remember(remember, messages, prompt, event.finish_reason)
-                if self.memory_file is not None:
-                    auto_memory.save(self.memory_file, self.memory_key, self.speculator.memory())
-            yield event
+        self.speculator.documents.use([self.prompt_tokenizer.plain(text) for text in documents])
+        try:
+            for event in self.speculator.stream(prompt, sampling, spec, cancel, stats, t_request, splitter):
+                if isinstance(event, DoneEvent):
+                    if remember is not None:
+                        self._remember(remember, messages, prompt, event.finish_reason)
+                    if self.memory_file is not None:
+                        auto_memory.save(self.memory_file, self.memory_key, self.speculator.memory())
+                yield event
+        finally:
+            self.speculator.documents.use([])
 
     def _remember(self, conversation: int, messages: Sequence[ChatMessage], prompt: list[int], finish) -> None:
         """Add the last turn (from where the question begins) and its answer to the history index."""

@@ -26,6 +26,7 @@ from engine.decoding.policy import DRIFT, AcceptanceTracker, ConfidenceCalibrati
 from engine.decoding.sampling import Distribution, distribution, greedy_token
 from engine.errors import DecodeError
 from engine.history.store import HistoryIndex
+from engine.history.suffix_index import MAX_MATCH, MAX_ROWS, SEP, SuffixIndex, most_frequent_path
 from engine.llama.memory import CheckpointKind
 from engine.llama.mtp import MtpHead
 from engine.llama.runner import ModelRunner
@@ -271,6 +272,46 @@ class HistoryDrafter(MatchDrafter):
     def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int]:
         proposal = self.index.propose(context, k_cap, self.MIN_MATCH, self.MIN_SHARE)
         return proposal.tokens, proposal.match_length
+
+
+class DocumentDrafter(MatchDrafter):
+    """Continues a match of the context's end in the user's documents found for this answer: the
+    passages in its prompt and those that did not fit (Engine.chat(documents=...)). Asked before
+    lookup, so a quote of a passage in the prompt counts as the documents' (at equal match length
+    the earlier drafter wins), and a quote of one that did not fit drafts too. Between answers it
+    holds nothing; what auto learned of its matches (by band, as lookup's) stays."""
+
+    kind = DrafterKind.DOCUMENTS
+    source = TokenSource.DOCUMENTS
+    modes = frozenset({DrafterMode.AUTO, DrafterMode.LOOKUP, DrafterMode.BOTH})  # wherever lookup drafts
+    MIN_MATCH = 2
+    MIN_SHARE = 0.3
+
+    def __init__(self):
+        super().__init__()
+        self.index: SuffixIndex | None = None
+
+    def use(self, documents: Sequence[Sequence[int]]) -> None:
+        """Draft from these token sequences (none: nothing) until told otherwise."""
+        pieces = [np.asarray(d, np.int32) for d in documents if len(d)]
+        if not pieces:
+            self.index = None
+            return
+        separated = [part for d in pieces for part in (d, np.array([SEP], np.int32))]
+        self.index = SuffixIndex(np.concatenate(separated))
+
+    def asked(self, spec: SpecParams, earlier: Sequence[Offer]) -> bool:
+        return self.index is not None and super().asked(spec, earlier)
+
+    def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int]:
+        found = self.index.longest_match(context) if self.index is not None else None
+        if found is None or found.length < self.MIN_MATCH:
+            return [], 0
+        rows = self.index.continuations(found.starts[:MAX_ROWS], MAX_MATCH)
+        # A long match is a quote: it may go on as far as the round allows; a short one about as far as it matched.
+        k = k_cap if found.length >= 8 else min(k_cap, 2 * found.length)
+        tokens, _share = most_frequent_path(rows, k, self.MIN_SHARE)
+        return tokens, found.length
 
 
 class ModelDrafter(Drafter):

@@ -26,6 +26,7 @@ from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, 
 from engine.decoding.acceptance import Verdict, verify_greedy, verify_sampled
 from engine.decoding.drafters import (
     NO_DRAFT,
+    DocumentDrafter,
     Draft,
     Drafter,
     DraftModelDrafter,
@@ -100,8 +101,10 @@ class Speculator:
         self.target = target
         # A recurrent draft whose state cannot go back would leave its cache wrong after a rejection.
         self.draft_runner = draft if draft is not None and not draft.rollback_problem else None
-        # Asked in this order every round: the current conversation's lookup before the user's history.
-        self.drafters: list[Drafter] = [LookupDrafter()]
+        # Asked in this order every round: the documents found for the answer (empty unless some were),
+        # the current conversation's lookup, then the user's history.
+        self.documents = DocumentDrafter()
+        self.drafters: list[Drafter] = [self.documents, LookupDrafter()]
         if history is not None:
             self.drafters.append(HistoryDrafter(history))
         if self.draft_runner is not None:

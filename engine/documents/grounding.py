@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from engine.documents.library import Library
 from engine.documents.retrieval import Hit, search
 
-SEARCHED = (
-    6  # passages found per question, best first; as many as fit the context go in (a small model loses its way in more)
-)
+# Passages found per question, best first: as many of the first SEARCHED as fit the context go in
+# (a small model loses its way in more); all DRAFTED are drafted from, in the prompt or not.
+SEARCHED = 6
+DRAFTED = 24
 
 INSTRUCTION = (
     "Passages from the user's documents that may help answer the question are numbered below. "
@@ -29,6 +30,7 @@ INSTRUCTION = (
 class Grounded:
     message: str  # what the model receives as the user's message
     sources: list[Hit]  # [1] is sources[0]
+    drafts: list[Hit] = field(default_factory=list)  # the passages found, in the prompt or not: to draft from
 
 
 def ground(question: str, hits: list[Hit], fits: Callable[[str], bool]) -> Grounded:
@@ -41,9 +43,13 @@ def ground(question: str, hits: list[Hit], fits: Callable[[str], bool]) -> Groun
     return Grounded(message_with(question, chosen) if chosen else question, chosen)
 
 
-def find_and_ground(library: Library, collections: list[str], question: str, fits: Callable[[str], bool]) -> Grounded:
-    """The question grounded in the best passages of these collections that fit."""
-    return ground(question, search(library, collections, question, SEARCHED), fits)
+def find_and_ground(
+    library: Library, collections: list[str], question: str, fits: Callable[[str], bool], embedder=None
+) -> Grounded:
+    """The question grounded in the best passages of these collections that fit, and the passages
+    found for drafting (embedder: for hybrid search, as retrieval.search)."""
+    hits = search(library, collections, question, DRAFTED, embedder=embedder)
+    return replace(ground(question, hits[:SEARCHED], fits), drafts=hits)
 
 
 def message_with(question: str, hits: list) -> str:

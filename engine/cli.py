@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             engine.close()
             if library is not None:
                 library.close()
+            if getattr(args, "embedder", None) is not None:
+                args.embedder.close()
     except EngineError as e:
         print(f"error: {user_message(e)}", file=sys.stderr)
         return 2
@@ -370,12 +372,14 @@ def ground(engine, library, args, messages: list[ChatMessage], question: str):
     """The question with passages of --collection's documents that fit the context (None: no collection)."""
     if library is None:
         return None
+    if not hasattr(args, "embedder"):  # loaded once, at the first question (None: keyword search)
+        args.embedder = documents_cli.search_embedder(library)
 
     def fits(text: str) -> bool:
         tokens = engine.prompt_tokens([*messages, ChatMessage("user", text)])
         return len(tokens) + engine.answer_room(args.max_tokens) <= engine.info.n_ctx
 
-    return documents_cli.ask(library, args.collection, question, fits)
+    return documents_cli.ask(library, args.collection, question, fits, args.embedder)
 
 
 def cmd_chat(engine, args, library=None) -> int:

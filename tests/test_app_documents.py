@@ -76,6 +76,7 @@ def test_a_chat_answers_from_its_collection_with_sources_shown_stored_and_export
 
     ask(qtbot, window, "What goes in the NOTICE text file of Derivative Works?")
     answer = window.session.messages[-1]
+    assert answer.error is None and answer.content and answer.stats.n_tokens > 0
     assert answer.sources and answer.sources[0].path.endswith("Apache-2.0")
     assert '"NOTICE" text file' in answer.sources[0].text
     widget = window.chat_view.message_widget(answer.id)
@@ -111,3 +112,43 @@ def test_stored_sources_read_back_forgivingly_and_citations_mark_them():
     assert sources[0].where() == "notes.md, lines 3–9" and sources[1].where() == "r.pdf, page 2"
     data = [s.to_dict() for s in sources] + [{"n": "x"}, "junk", {"path": "/no/n"}]
     assert load_sources(data) == sources and load_sources("junk") == []
+
+
+def test_meaning_search_in_the_app_an_embedding_model_chosen_checked_and_used(
+    qtbot, make_window, smollm2_path, licenses
+):
+    """The Documents window refuses a chat model as the embedding model, takes MiniLM, embeds the
+    collection after indexing it (with progress), and the engine thread searches with it."""
+    from engine.documents import vectors
+    from engine.documents.embeddings import model_key
+    from engine.documents.library import Library
+    from tests import embedding_fixture
+
+    window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=8))
+    window.open_documents()
+    dialog, service = window.documents_dialog, window.documents
+    failures = []
+    service.failed.connect(failures.append)
+    with qtbot.waitSignal(service.summaries_ready, timeout=30_000):
+        service.set_embedding_model(smollm2_path)  # a chat model: refused, said why
+    qtbot.waitUntil(lambda: bool(failures))
+    assert "chat" in failures[0].lower() and service.embedding_model() == ""
+    with qtbot.waitSignal(service.summaries_ready, timeout=30_000):
+        service.set_embedding_model(str(embedding_fixture.minilm_gguf()))
+    assert "meaning" in dialog.embedding_label.text()
+
+    embedded = []
+    service.vector_progress.connect(lambda name, p: embedded.append((p.done, p.total)))
+    with qtbot.waitSignal(service.indexed, timeout=180_000):
+        dialog.add_paths([str(licenses)])
+    assert embedded and embedded[-1][0] == embedded[-1][1] > 40
+    library = Library(service.root)
+    _, passages, _ = library.counts("licenses")
+    assert vectors.counts(library, "licenses", model_key(library.embedding_model())) == passages
+    library.close()
+
+    window.choose_collections(["licenses"])
+    ask(qtbot, window, "Which licence lets me keep my changes private when I only use the program?")
+    answer = window.session.messages[-1]
+    assert answer.sources and answer.error is None and answer.content
+    assert window.host.worker.embedder is not None  # loaded on the engine thread, kept for the next question

@@ -23,8 +23,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from engine.documents import indexer
-from engine.documents.library import Library, read_collections
-from engine.errors import user_message
+from engine.documents.library import Library, read_collections, read_definitions
+from engine.errors import EngineError, user_message
 from engine.paths import documents_dir
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,7 @@ class DocumentsService(QObject):
     summaries_ready = Signal(object)  # [CollectionSummary]: after every change, and when asked
     progress = Signal(str, object)  # collection, indexer.Progress (a copy)
     indexed = Signal(str, object)  # collection, indexer.Report
+    vector_progress = Signal(str, object)  # collection, vectors.VectorProgress (a copy): the embedding pass
     failed = Signal(str)  # a job could not be done: why, for the user
     paused_changed = Signal(bool)
 
@@ -64,6 +65,11 @@ class DocumentsService(QObject):
         """The collections' names, from their small definitions file (not the index)."""
         return [c.name for c in read_collections(self.root)]
 
+    def embedding_model(self) -> str:
+        """The embedding model chosen for meaning search ("" for none), from the definitions file."""
+        value = read_definitions(self.root).get("embedding_model")
+        return value if isinstance(value, str) else ""
+
     # -- jobs ------------------------------------------------------------------------------------
 
     def refresh(self) -> None:
@@ -80,6 +86,18 @@ class DocumentsService(QObject):
 
     def remove_collection(self, name: str) -> None:
         self._submit(lambda library: library.remove_collection(name))
+
+    def set_embedding_model(self, path: str | None) -> None:
+        """Search by meaning too with this GGUF embedding model (checked first), or not (None)."""
+
+        def choose(library: Library) -> None:
+            if path is not None:
+                from engine.documents.embeddings import check
+
+                check(path)  # not an embedding model: failed says which kind of file it is
+            library.set_embedding_model(path)
+
+        self._submit(choose)
 
     def update(self, name: str) -> None:
         """Bring the collection's index up to date (progress, then indexed)."""
@@ -159,9 +177,34 @@ class DocumentsService(QObject):
 
         try:
             report = indexer.update(library, name, on_progress, self.controls)
+            if not report.cancelled and library.embedding_model() is not None:
+                self._embed(library, name)
         finally:
             self.indexing = None
         self.indexed.emit(name, report)
+
+    def _embed(self, library: Library, name: str) -> None:
+        """The vectors the collection's new passages lack, for hybrid search (keyword search works meanwhile)."""
+        from engine.documents import vectors
+        from engine.documents.embeddings import Embedder
+
+        try:
+            embedder = Embedder(library.embedding_model())
+        except EngineError as e:
+            self.failed.emit(f"Keyword search only: the embedding model cannot be used: {user_message(e)}")
+            return
+        last = 0.0
+
+        def on_progress(p) -> None:
+            nonlocal last
+            if time.monotonic() - last >= PROGRESS_EVERY_S or p.done == p.total:
+                last = time.monotonic()
+                self.vector_progress.emit(name, replace(p))
+
+        try:
+            vectors.update(library, name, embedder, on_progress, self.controls)
+        finally:
+            embedder.close()
 
     @staticmethod
     def _summaries(library: Library) -> list[CollectionSummary]:

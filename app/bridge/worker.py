@@ -45,7 +45,7 @@ from engine import DoneEvent, RoundEvent, TokenEvent
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
 from engine.documents import grounding
 from engine.documents.library import Library, LibraryError
-from engine.errors import ContextFullError, IncompatibleDraftError, OperationCancelled, user_message
+from engine.errors import ContextFullError, EngineError, IncompatibleDraftError, OperationCancelled, user_message
 from engine.paths import auto_memory_file as default_auto_memory_file
 from engine.paths import documents_dir as default_documents_dir
 from engine.paths import history_dir as default_history_dir
@@ -154,6 +154,7 @@ class EngineWorker(QObject):
         super().__init__()
         self.engine = None
         self.library: Library | None = None  # the document library, opened on this thread when first asked
+        self.embedder = None  # its embedding model (engine.documents.embeddings.Embedder), loaded when first needed
         self.history_dir = history_dir
         self.memory_file = memory_file
         # Set by EngineHost.shutdown (any thread): requests still queued are skipped.
@@ -209,9 +210,9 @@ class EngineWorker(QObject):
         round_index = -1
         done = None
         try:
-            messages = self._grounded(request) if request.collections else request.messages
+            messages, documents = self._grounded(request) if request.collections else (request.messages, [])
             events = self.engine.chat(
-                messages, request.sampling, request.spec, request.cancel, remember=request.remember
+                messages, request.sampling, request.spec, request.cancel, remember=request.remember, documents=documents
             )
             for event in events:
                 if isinstance(event, TokenEvent):
@@ -248,13 +249,32 @@ class EngineWorker(QObject):
             names = [c.name for c in self.library.collections()]
             if missing := [n for n in request.collections if n not in names]:
                 raise LibraryError(f"There is no collection named {', '.join(map(repr, missing))} any more.")
-            grounded = grounding.find_and_ground(self.library, list(request.collections), last.content, fits)
+            grounded = grounding.find_and_ground(
+                self.library, list(request.collections), last.content, fits, self._embedder(request.id)
+            )
         except (LibraryError, OSError, sqlite3.Error) as e:
             log.warning("documents not searched: %s", e)
             self.documents_failed.emit(request.id, f"Your documents were not searched: {e}")
             return request.messages, []
         self.sources_found.emit(request.id, grounded.sources)
         return [*before, ChatMessage(last.role, grounded.message, last.reasoning)], [h.text for h in grounded.drafts]
+
+    def _embedder(self, request_id: int):
+        """The library's embedding model, loaded on this thread at first use, for hybrid search; None
+        (keyword search, and documents_failed says why) when none is chosen or it cannot be loaded."""
+        path = self.library.embedding_model()
+        if self.embedder is not None and self.embedder.path != path:
+            self.embedder.close()
+            self.embedder = None
+        if path is None or self.embedder is not None:
+            return self.embedder
+        try:
+            from engine.documents.embeddings import Embedder
+
+            self.embedder = Embedder(path)
+        except EngineError as e:
+            self.documents_failed.emit(request_id, f"Keyword search only: the embedding model cannot be used: {e}")
+        return self.embedder
 
     @Slot(object)
     def count_tokens(self, request: CountRequest) -> None:
@@ -333,6 +353,9 @@ class EngineWorker(QObject):
         if self.library is not None:
             self.library.close()
             self.library = None
+        if self.embedder is not None:
+            self.embedder.close()
+            self.embedder = None
 
     def _close_engine(self) -> None:
         if self.engine is not None:

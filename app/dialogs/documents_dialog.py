@@ -77,7 +77,12 @@ class DocumentsDialog(QDialog):
         self.progress = QProgressBar()
         self.progress.setVisible(False)
         self.progress_label = QLabel()
+        self.progress_label.setWordWrap(True)
         theme.tint(self.progress_label)
+        self.failure_label = QLabel()
+        self.failure_label.setWordWrap(True)
+        self.failure_label.setVisible(False)
+        theme.tint(self.failure_label, theme.error_colour)
         self.pause_button = QPushButton("&Pause")
         self.pause_button.clicked.connect(self.toggle_pause)
         self.cancel_button = QPushButton("&Cancel")
@@ -103,6 +108,7 @@ class DocumentsDialog(QDialog):
         row.addWidget(self.cancel_button)
         right.addLayout(row)
         right.addWidget(self.progress_label)
+        right.addWidget(self.failure_label)
         right.addWidget(self.errors_label)
         right.addWidget(self.errors, 1)
 
@@ -118,6 +124,21 @@ class DocumentsDialog(QDialog):
         theme.tint(hint)
         layout.addWidget(hint)
         layout.addLayout(body, 1)
+        # Meaning search (hybrid with keywords) needs an embedding model; keywords need nothing.
+        self.embedding_label = QLabel()
+        self.embedding_label.setWordWrap(True)
+        choose_model = QPushButton("Choose embedding model…")
+        choose_model.setToolTip(
+            "A GGUF embedding model (e.g. nomic-embed-text-v1.5): questions then find passages by meaning too"
+        )
+        choose_model.clicked.connect(self.choose_embedding_model)
+        self.no_model_button = QPushButton("Keywords only")
+        self.no_model_button.clicked.connect(lambda: service.set_embedding_model(None))
+        row = QHBoxLayout()
+        row.addWidget(self.embedding_label, 1)
+        row.addWidget(choose_model)
+        row.addWidget(self.no_model_button)
+        layout.addLayout(row)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
@@ -125,9 +146,11 @@ class DocumentsDialog(QDialog):
         service.summaries_ready.connect(self.show_summaries)
         service.progress.connect(self.show_progress)
         service.indexed.connect(self.show_indexed)
+        service.vector_progress.connect(self.show_vector_progress)
         service.failed.connect(self.show_failure)
         service.paused_changed.connect(self._show_paused)
         self._set_running(service.indexing)
+        self._show_embedding_model()
         service.refresh()
 
     # -- what the service says ------------------------------------------------------------------
@@ -144,6 +167,22 @@ class DocumentsDialog(QDialog):
         names = [s.name for s in summaries]
         self.collections.setCurrentRow(names.index(current) if current in names else (0 if names else -1))
         self._show_current()
+        self._show_embedding_model()
+
+    def _show_embedding_model(self) -> None:
+        path = self.service.embedding_model()
+        self.embedding_label.setText(
+            f"Search: keywords and meaning ({os.path.basename(path)})"
+            if path
+            else "Search: keywords (choose an embedding model to find passages by meaning too)"
+        )
+        self.embedding_label.setToolTip(path)
+        self.no_model_button.setEnabled(bool(path))
+
+    def choose_embedding_model(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Embedding model", "", "GGUF models (*.gguf)")
+        if path:
+            self.service.set_embedding_model(path)
 
     @Slot(str, object)
     def show_progress(self, name: str, p: indexer.Progress) -> None:
@@ -159,6 +198,16 @@ class DocumentsDialog(QDialog):
         self.progress_label.setToolTip(p.current)
 
     @Slot(str, object)
+    def show_vector_progress(self, name: str, p) -> None:
+        self._set_running(name)
+        self.progress.setMaximum(max(p.total, 1))
+        self.progress.setValue(min(p.done, p.total))
+        left = f", about {_duration(p.seconds_left)} left" if p.seconds_left is not None else ""
+        self.progress_label.setText(
+            f"{name}: embedding passages for meaning search, {p.done:,} of {p.total:,} ({p.per_second:.1f}/s{left})"
+        )
+
+    @Slot(str, object)
     def show_indexed(self, name: str, report: indexer.Report) -> None:
         self._set_running(None)
         what = "stopped" if report.cancelled else "up to date"
@@ -169,9 +218,10 @@ class DocumentsDialog(QDialog):
 
     @Slot(str)
     def show_failure(self, why: str) -> None:
+        """In the window, in the error colour (not a modal box: it may come from work in the background)."""
         self._set_running(self.service.indexing)
-        self.progress_label.setText(why)
-        QMessageBox.warning(self, "Documents", why)
+        self.failure_label.setText(why)
+        self.failure_label.setVisible(True)
 
     # -- the user's requests --------------------------------------------------------------------
 
@@ -226,6 +276,7 @@ class DocumentsDialog(QDialog):
             self.service.remove_source(name, item.data(Qt.ItemDataRole.UserRole))
 
     def update_index(self) -> None:
+        self.failure_label.setVisible(False)
         if (name := self.current_name()) is not None:
             self._set_running(name)
             self.service.update(name)

@@ -245,9 +245,15 @@ def open_collections(names: list[str]) -> Library:
     return library
 
 
-def ask(library: Library, names: list[str], question: str, fits) -> grounding.Grounded:
-    """The question grounded in the best passages of these collections that fit."""
-    return grounding.find_and_ground(library, names, question, fits)
+def ask(library: Library, names: list[str], question: str, fits, embedder=None) -> grounding.Grounded:
+    """The question grounded in the best passages of these collections that fit (embedder: hybrid search)."""
+    return grounding.find_and_ground(library, names, question, fits, embedder)
+
+
+def search_embedder(library: Library):
+    """The library's embedding model, loaded, for hybrid search; None (keyword search) when none is
+    chosen or it cannot be loaded (said on stderr)."""
+    return _search_embedder(library)
 
 
 def source_lines(grounded: grounding.Grounded, answer: str) -> list[str]:

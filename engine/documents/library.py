@@ -184,11 +184,7 @@ class Library:
         write_json(self.definitions, data)
 
     def _definitions(self) -> dict:
-        try:
-            data = json.loads(self.definitions.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        return read_definitions(self.root)
 
     def _save(self, collections: list[Collection]) -> None:
         data = self._definitions()  # keeps the other settings (the embedding model)
@@ -285,6 +281,15 @@ class Library:
             self.rebuilt = f"The document index was damaged ({e}); it was set aside as {aside.name} and is built again."
             log.warning(self.rebuilt)
             return _connect(self.index_file)
+
+
+def read_definitions(root: Path) -> dict:
+    """collections.json as read ({} when missing or unreadable), without opening the index."""
+    try:
+        data = json.loads((Path(root) / "collections.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def read_collections(root: Path) -> list[Collection]:

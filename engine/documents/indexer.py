@@ -158,7 +158,7 @@ def _index_file(library: Library, name: str, f: _Found, old: FileState | None, r
     """Read one file into the index; the number of passages stored."""
     path = Path(f.path)
     try:
-        data_hash = _sha256(path)
+        data_hash = sha256_of(path)
         if old is not None and not old.error and old.sha256 == data_hash:
             library.touch_file(name, f.path, f.size, f.mtime_ns)  # saved again, same content
             report.unchanged += 1
@@ -218,7 +218,8 @@ def _scan(sources: list[str], report: Report) -> tuple[dict[str, _Found], list[t
     return found, errors
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
+    """The file's SHA-256, read a MiB at a time."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

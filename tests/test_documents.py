@@ -316,6 +316,10 @@ def test_questions_are_searched_as_words_whatever_they_contain(library, licenses
         retrieval.search(library, [name], question)  # no FTS5 syntax error reaches the user
     assert retrieval.search(library, [name], "") == []
     assert retrieval.fts_query('say "hi" OR bye') == '"say" OR "hi" OR "bye"'
+    # A message with a long file attached: its last words (the question typed after the file) are searched.
+    attached = " ".join(f"word{i}" for i in range(5000)) + " What does the NOTICE file hold?"
+    query = retrieval.fts_query(attached)
+    assert query.count(" OR ") == retrieval.MAX_QUERY_WORDS - 1 and query.endswith('"notice" OR "file" OR "hold"')
 
 
 def test_the_terminal_commands_add_index_search_and_list(tmp_path, licenses):

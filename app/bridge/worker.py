@@ -144,9 +144,8 @@ class EngineWorker(QObject):
     tokens_counted = Signal(object)  # TokenCount, for the newest CountRequest only
     history_forgotten = Signal(object)  # the conversation id (None: all of it), once gone from memory and disk
     sources_found = Signal(int, object)  # request id, [Hit]: the passages its last message was given, first
-    documents_failed = Signal(
-        int, str
-    )  # request id, why its collections could not be searched (it is answered without)
+    # request id, why its collections could not be searched (it is answered without them)
+    documents_failed = Signal(int, str)
 
     def __init__(self, history_dir: Path | None = None, memory_file: Path | None = None):
         """history_dir: the user's history indexes (engine.paths.history_dir()); None: no history at all.

@@ -31,6 +31,7 @@ from engine.documents.library import Library
 RRF_K = 60
 CANDIDATES = 50  # passages each ranking contributes to the fusion
 
+MAX_QUERY_WORDS = 64
 STOPWORDS = frozenset(
     [
         "a",
@@ -106,11 +107,13 @@ class Hit:
 
 
 def fts_query(question: str) -> str:
-    """The question as an FTS5 query: each word quoted, OR-ed; "" when no word is left."""
+    """The question as an FTS5 query: each word quoted, OR-ed; "" when no word is left. The last
+    MAX_QUERY_WORDS distinct words only: a message with a long file attached is not a question of
+    thousands of words (the question is typed after the file)."""
     words = [w for w in re.findall(r"\w+", question.lower()) if w not in STOPWORDS]
     if not words:
         words = re.findall(r"\w+", question.lower())
-    return " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
+    return " OR ".join(f'"{w}"' for w in list(dict.fromkeys(reversed(words)))[:MAX_QUERY_WORDS][::-1])
 
 
 def search(

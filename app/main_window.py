@@ -131,6 +131,7 @@ class MainWindow(QMainWindow):
             lambda: (self.composer.text(), self.composer.attachments, self.composer.editing_id),
             self,
             remote=self._remote_host,
+            collections=lambda: self.session.chat_settings.collections,
         )
         self.welcome = WelcomePanel(starter_available=_starter_available())
 

@@ -74,8 +74,18 @@ def test_a_chat_answers_from_its_collection_with_sources_shown_stored_and_export
     assert window.session.chat_settings.collections == ["Licences"]
     assert window.header.documents_button.text() == "Documents: Licences"
 
+    # The meter counts the passages sending would add, and says how many of its tokens they are.
+    window.composer.set_text("What goes in the NOTICE text file of Derivative Works?")
+    with qtbot.waitSignal(window.context.counted, timeout=60_000) as counted:
+        window.context.count_now()
+    count = counted.args[0]
+    assert 200 < count.n_documents < count.n_tokens <= count.n_ctx - count.room
+    assert f"({count.n_documents:,} from your documents)" in window.composer.meter.label.text()
+    window.composer.set_text("")
+
     ask(qtbot, window, "What goes in the NOTICE text file of Derivative Works?")
     answer = window.session.messages[-1]
+    assert answer.stats.n_prompt_tokens == count.n_tokens  # what the meter said is what the model read
     assert answer.error is None and answer.content and answer.stats.n_tokens > 0
     assert answer.sources and answer.sources[0].path.endswith("Apache-2.0")
     assert '"NOTICE" text file' in answer.sources[0].text

@@ -328,7 +328,8 @@ class AnswerController(QObject):
 
     @Slot(int, str)
     def _on_documents_failed(self, request_id: int, why: str) -> None:
-        if isinstance(self._job(request_id), AnswerRecorder):
+        """Said for the answer it concerns, or (id 0) for none in particular, e.g. while counting the context."""
+        if request_id == 0 or isinstance(self._job(request_id), AnswerRecorder):
             self.notice.emit(why)
 
     @Slot(int, object)

@@ -37,7 +37,8 @@ class ContextCounter(QObject):
     the answer's token limit); draft() gives the message being typed (text, attachments, and the id
     of the message being edited, whose successors sending would replace, or None). remote() gives the
     host of the remote engine that answers the conversation ("" for this computer): its tokenizer and
-    context are the server's, so nothing is counted here and the meter says so.
+    context are the server's, so nothing is counted here and the meter says so. collections() gives the
+    chat's document collections: the passages sending a typed message would put before it count too.
     """
 
     counted = Signal(object)  # the TokenCount just shown (tests wait on it)
@@ -50,9 +51,11 @@ class ContextCounter(QObject):
         draft: Callable,
         parent=None,
         remote: Callable[[], str] = lambda: "",
+        collections: Callable[[], list[str]] = list,
     ):
         super().__init__(parent)
         self.host, self.meter, self.source, self.draft, self.remote = host, meter, source, draft, remote
+        self.collections = collections
         self.latest: TokenCount | None = None
         self._asked = 0
         self._counted_messages: list[Message] = []
@@ -81,10 +84,12 @@ class ContextCounter(QObject):
         if editing_id is not None:  # sending replaces the edited message and all after it
             messages = [m for m in messages if m.id < editing_id]
         messages = history(messages)
+        collections: tuple[str, ...] = ()
         if text.strip() or attachments:
             messages = [*messages, Message(0, 0, Role.USER, text, attachments=list(attachments))]
+            collections = tuple(self.collections())
         self._counted_messages = messages
-        self._asked = self.host.count_tokens(chat_messages(messages, system_prompt), max_tokens)
+        self._asked = self.host.count_tokens(chat_messages(messages, system_prompt), max_tokens, collections)
 
     @Slot(object)
     def _on_counted(self, count: TokenCount) -> None:

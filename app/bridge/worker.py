@@ -108,6 +108,7 @@ class CountRequest:
     messages: list[ChatMessage]
     max_tokens: int  # the answer's token limit: with the context size, how much room it keeps
     superseded: threading.Event = field(default_factory=threading.Event)  # set: a newer count was asked
+    collections: tuple[str, ...] = ()  # the chat's document collections: the passages sending would add count too
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,7 @@ class TokenCount:
     n_dropped: int = 0  # the oldest messages sending would drop to fit
     too_long: str = ""  # the last message does not fit even alone: why
     error: str = ""
+    n_documents: int = 0  # of n_tokens, the passages of the user's documents sending would put before the message
 
 
 class EngineWorker(QObject):
@@ -154,6 +156,7 @@ class EngineWorker(QObject):
         self.engine = None
         self.library: Library | None = None  # the document library, opened on this thread when first asked
         self.embedder = None  # its embedding model (engine.documents.embeddings.Embedder), loaded when first needed
+        self.embedder_refused: str | None = None  # a model that could not be loaded
         self.history_dir = history_dir
         self.memory_file = memory_file
         # Set by EngineHost.shutdown (any thread): requests still queued are skipped.
@@ -236,43 +239,50 @@ class EngineWorker(QObject):
         """The request's messages with the last one grounded in the best passages of its collections that fit
         the context (sources_found says which), and the texts of all the passages found, to draft from;
         unchanged and none, with documents_failed, if they cannot be searched."""
-        *before, last = request.messages
-
-        def fits(text: str) -> bool:
-            tokens = self.engine.prompt_tokens([*before, ChatMessage(last.role, text)])
-            return len(tokens) + self.engine.answer_room(request.sampling.max_tokens) <= self.engine.info.n_ctx
-
         try:
-            if self.library is None:
-                self.library = Library(default_documents_dir())
-            names = [c.name for c in self.library.collections()]
-            if missing := [n for n in request.collections if n not in names]:
-                raise LibraryError(f"There is no collection named {', '.join(map(repr, missing))} any more.")
-            grounded = grounding.find_and_ground(
-                self.library, list(request.collections), last.content, fits, self._embedder(request.id)
-            )
+            messages, grounded = self._ground(request.messages, request.collections, request.sampling.max_tokens)
         except (LibraryError, OSError, sqlite3.Error) as e:
             log.warning("documents not searched: %s", e)
             self.documents_failed.emit(request.id, f"Your documents were not searched: {e}")
             return request.messages, []
         self.sources_found.emit(request.id, grounded.sources)
-        return [*before, ChatMessage(last.role, grounded.message, last.reasoning)], [h.text for h in grounded.drafts]
+        return messages, [h.text for h in grounded.drafts]
 
-    def _embedder(self, request_id: int):
+    def _ground(self, messages: list[ChatMessage], collections: tuple[str, ...], max_tokens: int):
+        """(messages with the last one grounded, grounding.Grounded); LibraryError and the like when the
+        collections cannot be searched (a notice says so if the embedding model cannot be loaded)."""
+        *before, last = messages
+
+        def fits(text: str) -> bool:
+            tokens = self.engine.prompt_tokens([*before, ChatMessage(last.role, text)])
+            return len(tokens) + self.engine.answer_room(max_tokens) <= self.engine.info.n_ctx
+
+        if self.library is None:
+            self.library = Library(default_documents_dir())
+        names = [c.name for c in self.library.collections()]
+        if missing := [n for n in collections if n not in names]:
+            raise LibraryError(f"There is no collection named {', '.join(map(repr, missing))} any more.")
+        grounded = grounding.find_and_ground(self.library, list(collections), last.content, fits, self._embedder())
+        return [*before, ChatMessage(last.role, grounded.message, last.reasoning)], grounded
+
+    def _embedder(self):
         """The library's embedding model, loaded on this thread at first use, for hybrid search; None
-        (keyword search, and documents_failed says why) when none is chosen or it cannot be loaded."""
+        (keyword search, and documents_failed says why, once) when none is chosen or it cannot be loaded."""
         path = self.library.embedding_model()
         if self.embedder is not None and self.embedder.path != path:
             self.embedder.close()
             self.embedder = None
         if path is None or self.embedder is not None:
             return self.embedder
+        if path == self.embedder_refused:
+            return None
         try:
             from engine.documents.embeddings import Embedder
 
             self.embedder = Embedder(path)
         except EngineError as e:
-            self.documents_failed.emit(request_id, f"Keyword search only: the embedding model cannot be used: {e}")
+            self.embedder_refused = path  # not tried again at every keystroke's count; a new choice is
+            self.documents_failed.emit(0, f"Keyword search only: the embedding model cannot be used: {e}")
         return self.embedder
 
     @Slot(object)
@@ -285,19 +295,29 @@ class EngineWorker(QObject):
             return
         engine = self.engine
         try:
-            n_tokens = len(engine.prompt_tokens(request.messages))
+            messages, n_documents = request.messages, 0
+            if request.collections and messages and messages[-1].role == "user":
+                try:
+                    grounded, _ = self._ground(messages, request.collections, request.max_tokens)
+                    n_documents = len(engine.prompt_tokens(grounded)) - len(engine.prompt_tokens(messages))
+                    messages = grounded
+                except (LibraryError, OSError, sqlite3.Error):
+                    pass  # counted without them; sending says why
+            n_tokens = len(engine.prompt_tokens(messages))
             n_ctx, room = engine.target.n_ctx, engine.answer_room(request.max_tokens)
             dropped, too_long = 0, ""
             if n_tokens + room > n_ctx:
                 try:
-                    dropped = engine.fit_conversation(request.messages, request.max_tokens)[1]
+                    dropped = engine.fit_conversation(messages, request.max_tokens)[1]
                 except ContextFullError as e:
                     too_long = user_message(e)
         except Exception as e:  # noqa: BLE001 - a failed count must not end the thread
             log.exception("counting tokens failed")
             self.tokens_counted.emit(TokenCount(request.id, error=user_message(e)))
             return
-        self.tokens_counted.emit(TokenCount(request.id, n_tokens, n_ctx, room, dropped, too_long))
+        self.tokens_counted.emit(
+            TokenCount(request.id, n_tokens, n_ctx, room, dropped, too_long, n_documents=n_documents)
+        )
 
     @Slot(object)
     def forget_history(self, conversation_id: int | None) -> None:
@@ -453,13 +473,15 @@ class EngineHost(QObject):
         )
         return request
 
-    def count_tokens(self, messages: list[ChatMessage], max_tokens: int) -> int:
+    def count_tokens(self, messages: list[ChatMessage], max_tokens: int, collections: tuple[str, ...] = ()) -> int:
         """Ask for the conversation's prompt tokens; the answer comes as worker.tokens_counted with this id.
         Only the newest request is answered: one asked while the engine is busy waits for it, and replaces
-        those still waiting."""
+        those still waiting. collections: the passages sending would add to the last message count too."""
         self._count_superseded.set()
         self._count_superseded = threading.Event()
-        request = CountRequest(next(self._count_ids), list(messages), max_tokens, self._count_superseded)
+        request = CountRequest(
+            next(self._count_ids), list(messages), max_tokens, self._count_superseded, tuple(collections)
+        )
         self.count_requested.emit(request)
         return request.id
 

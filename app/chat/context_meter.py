@@ -55,11 +55,18 @@ class ContextMeter(QWidget):
     def show_count(self, count: TokenCount, warning: str) -> None:
         share = count.n_tokens / count.n_ctx
         self.bar.setValue(min(1000, round(share * 1000)))
-        self.label.setText(f"{count.n_tokens:,} / {count.n_ctx:,} tokens")
+        documents = f" ({count.n_documents:,} from your documents)" if count.n_documents else ""
+        self.label.setText(f"{count.n_tokens:,} / {count.n_ctx:,} tokens{documents}")
         self.setToolTip(
             f"The conversation and the message you are typing, attachments included, as the model reads them: "
             f"{count.n_tokens:,} tokens of its {count.n_ctx:,}-token context ({share:.0%}). "
-            f"{count.room:,} tokens are kept free for the answer."
+            + (
+                f"{count.n_documents:,} of them are passages of your documents found for the message, "
+                "as many as fit beside the conversation. "
+                if count.n_documents
+                else ""
+            )
+            + f"{count.room:,} tokens are kept free for the answer."
         )
         full = warning or share >= NEARLY_FULL
         theme.tint(self.label, theme.warning_colour if full else None)

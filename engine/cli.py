@@ -430,8 +430,8 @@ def cmd_chat(engine, args, library=None) -> int:
             messages.pop()  # not answered: it does not stay in the conversation to overflow the next turn
             continue
         messages.append(ChatMessage("assistant", done.text, done.reasoning))
-        for source in documents_cli.source_lines(grounded, done.text) if grounded else ():
-            print(source)
+        if sources := documents_cli.source_lines(grounded, done.text) if grounded else []:
+            print("\n\n" + "\n".join(sources))  # after the answer's last line, which has no newline
         print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
 
 
@@ -468,8 +468,8 @@ def cmd_generate(engine, args, library=None) -> int:
     else:
         for line in outcome_lines(done, engine.info.n_ctx):
             print(f"\n{line}", file=sys.stderr)
-        for source in documents_cli.source_lines(grounded, done.text) if grounded else ():
-            print(source, file=sys.stderr)
+        if sources := documents_cli.source_lines(grounded, done.text) if grounded else []:
+            print("\n\n" + "\n".join(sources), file=sys.stderr)
         if done.stats.n_tokens or not done.error:  # "0 tokens · 0.0 tok/s" would only bury the reason
             print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
     return 0 if done.finish_reason.value in ("stop", "length") else 1

@@ -189,8 +189,8 @@ class MainWindow(QMainWindow):
         header.model_picker.eject_requested.connect(s.eject)
         header.model_picker.remote_chosen.connect(s.use_remote)
         header.model_picker.add_remote_requested.connect(self.open_remote_engines)
-        header.collections_chosen.connect(self.choose_collections)
-        header.manage_documents.connect(self.open_documents)
+        self.composer.documents_button.collections_chosen.connect(self.choose_collections)
+        self.composer.documents_button.manage_documents.connect(self.open_documents)
         self.documents.summaries_ready.connect(self._update_documents_button)
         self.remote_catalog.changed.connect(lambda: header.model_picker.set_remote(self.remote_catalog.choices()))
         self.welcome.starter_requested.connect(self.assemble_starter)
@@ -356,7 +356,7 @@ class MainWindow(QMainWindow):
         self.session.set_chat_settings(chat)
 
     def _update_documents_button(self, *_args) -> None:
-        self.header.set_collections(self.documents.names(), self.session.chat_settings.collections)
+        self.composer.documents_button.set_collections(self.documents.names(), self.session.chat_settings.collections)
 
     def _update_chat_button(self) -> None:
         lines = self.session.chat_settings.summary(self.settings.presets)

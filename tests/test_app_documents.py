@@ -68,11 +68,11 @@ def test_a_chat_answers_from_its_collection_with_sources_shown_stored_and_export
         window.documents.add_collection("Licences")
         window.documents.add_sources("Licences", [str(licenses)])
         window.documents.update("Licences")
-    qtbot.waitUntil(lambda: "Licences" in [a.text() for a in window.header.documents_button.menu().actions()])
-    tick = next(a for a in window.header.documents_button.menu().actions() if a.text() == "Licences")
+    qtbot.waitUntil(lambda: "Licences" in [a.text() for a in window.composer.documents_button.menu().actions()])
+    tick = next(a for a in window.composer.documents_button.menu().actions() if a.text() == "Licences")
     tick.trigger()  # as the user ticks it in the chat's header
     assert window.session.chat_settings.collections == ["Licences"]
-    assert window.header.documents_button.text() == "Documents: Licences"
+    assert window.composer.documents_button.text() == "Documents: Licences"
 
     # The meter counts the passages sending would add, and says how many of its tokens they are.
     window.composer.set_text("What goes in the NOTICE text file of Derivative Works?")

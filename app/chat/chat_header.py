@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QMenu, QToolButton, QWidget
+from PySide6.QtCore import QEvent
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
 from app.chat.model_picker import ModelPicker
 from app.ui import theme
@@ -21,9 +21,6 @@ LEGEND_SOURCES = (
 
 
 class ChatHeader(QWidget):
-    collections_chosen = Signal(list)  # the document collections this chat answers from
-    manage_documents = Signal()
-
     def __init__(self, library: Callable, parent: QWidget | None = None):
         """library: the ModelLibrary, when the picker first needs it."""
         super().__init__(parent)
@@ -36,12 +33,6 @@ class ChatHeader(QWidget):
         row.addWidget(self.title_label, 1)
         self.model_picker = ModelPicker(library)
         row.addWidget(self.model_picker, 3)
-        # Which of the user's document collections this chat answers from (none by default).
-        self.documents_button = QToolButton()
-        self.documents_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.documents_button.setMenu(QMenu(self.documents_button))
-        row.addWidget(self.documents_button)
-        self.set_collections([], [])
         self.legend = QLabel()
         self.legend.setToolTip("Token colours: who proposed each token of the answers")
         row.addWidget(self.legend)
@@ -64,29 +55,6 @@ class ChatHeader(QWidget):
     def set_title(self, title: str) -> None:
         self.title_label.setText(title)
         self.title_label.setToolTip(title)
-
-    def set_collections(self, names: list[str], chosen: list[str]) -> None:
-        """The collections there are, and those this chat uses (ticked, and named on the button)."""
-        menu = self.documents_button.menu()
-        menu.clear()
-        for name in names:
-            act = menu.addAction(name)
-            act.setCheckable(True)
-            act.setChecked(name in chosen)
-            act.toggled.connect(lambda on, name=name: self._toggle(name, on, chosen))
-        if not names:
-            menu.addAction("No collections yet").setEnabled(False)
-        menu.addSeparator()
-        menu.addAction("Manage documents…", self.manage_documents.emit)
-        used = [n for n in chosen if n in names]
-        self.documents_button.setText("Documents" if not used else "Documents: " + ", ".join(used))
-        self.documents_button.setToolTip(
-            "Answer from your own documents: this chat searches the collections ticked here and cites "
-            "what it uses" + (f" (now: {', '.join(used)})" if used else " (now: none)")
-        )
-
-    def _toggle(self, name: str, on: bool, chosen: list[str]) -> None:
-        self.collections_chosen.emit([n for n in chosen if n != name] + ([name] if on else []))
 
     def update_legend(self, *_args) -> None:
         """The colour chips, shown while token colours are on."""

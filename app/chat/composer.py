@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from app.chat.attachment_chips import AttachmentChips
 from app.chat.context_meter import ContextMeter
+from app.chat.documents_button import DocumentsButton
 from app.core import attachments as files
 from app.core.attachments import Attachment, AttachmentError
 from app.ui import theme
@@ -144,6 +145,8 @@ class Composer(QFrame):
         )
         self.attach_button.clicked.connect(self.choose_files)
         under.addWidget(self.attach_button)
+        self.documents_button = DocumentsButton()  # the window fills its menu with the collections
+        under.addWidget(self.documents_button)
         self.chat_settings_button = QToolButton()  # the window opens This chat's dialog
         self.chat_settings_button.setText("This chat")
         self.chat_settings_button.setAutoRaise(True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from engine.tools.calls import ToolCall
+
 
 class DrafterMode(str, Enum):
     """Where draft tokens come from."""
@@ -107,6 +109,9 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class ChatMessage:
-    role: str  # "system" | "user" | "assistant"
+    role: str  # "system" | "user" | "assistant" | "tool"
     content: str
     reasoning: str = ""  # an assistant's thinking before its answer (sent back only if the template keeps it)
+    tool_calls: tuple[ToolCall, ...] = ()  # an assistant's calls (its content is what it said besides)
+    tool_call_id: str = ""  # a tool message: the call it answers
+    name: str = ""  # a tool message: the function that answered

@@ -7,6 +7,11 @@ last resort. Each message's content is rendered as a placeholder and put back af
 result says which text the template wrote (its markers become control tokens) and which text is
 the users' (plain text, engine/chat/prompt_tokens.py). The same placeholders reveal, once per format,
 what the template does with a system prompt, with surrounding whitespace and with reasoning.
+
+Tools (engine/tools) go to a Jinja template that renders them (its text names `tools`) as the
+`tools` variable, with assistants' `tool_calls` and `tool` messages, as Hugging Face's templates
+take them; any other format gets the conversation rewritten in Hermes's style (engine/tools/fallback.py)
+and tools_native says so. A tool's result is message content: plain text, like a user's.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from engine.chat import formats as chat_formats
 from engine.chat.prompt_tokens import Segment
 from engine.config import ChatMessage
 from engine.gguf.header import GGUFInfo
+from engine.tools import HERMES, ToolChoice, ToolSpec, fallback, supports_tools
+from engine.tools import detect as detect_tool_syntax
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +37,14 @@ REASONING_MARKERS = (("<think>", "</think>"), ("<seed:think>", "</seed:think>"),
 
 _PLACEHOLDER = re.compile("\ue000(\\d+)\ue001")  # private-use characters: never in a template
 
-Render = Callable[[list[dict]], str]
+Render = Callable[..., str]  # render(messages, tools=None): messages and tools as template dicts
 
 
 def _slot(i: int) -> str:
     return f"\ue000{i}\ue001"
 
 
-def _render_chatml(messages: list[dict]) -> str:
+def _render_chatml(messages: list[dict], tools: list[dict] | None = None) -> str:
     parts = [f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages]
     return "".join(parts) + "<|im_start|>assistant\n"
 
@@ -49,6 +56,7 @@ class Format:
     source: str  # "override", "file", "family", "chatml"
     name: str  # a preset name, "jinja" or "chatml"
     render: Render
+    template: str = ""  # the Jinja text, for a Jinja format
 
     @property
     def description(self) -> str:
@@ -99,6 +107,11 @@ class ChatFormatter:
             (pair for pair in REASONING_MARKERS if pair[0] in vocab or pair[0] in template_text), REASONING_MARKERS[0]
         )
         self._learn(self.format_used)
+        # Tools: rendered by the template itself when it knows them, else described the Hermes way.
+        self.tools_native = self.format_used.name == "jinja" and supports_tools(self.format_used.template)
+        self.tool_syntax = (
+            detect_tool_syntax(self.format_used.template, vocab, self.family) if self.tools_native else HERMES
+        )
 
     def _candidate(self, source: str, template: str) -> Format | None:
         if template in chat_formats.builtin_names():
@@ -108,7 +121,9 @@ class ChatFormatter:
         except Exception as e:  # a template that does not even compile
             log.warning("a chat template (%s) does not compile (%s); not used", source, e)
             return None
-        return Format(source, "jinja", lambda messages: jinja(messages=messages).prompt)
+        return Format(
+            source, "jinja", lambda messages, tools=None: jinja(messages=messages, tools=tools).prompt, template
+        )
 
     def _learn(self, fmt: Format) -> None:
         """Ask the format, with placeholders, what it does with system prompts, whitespace and reasoning."""
@@ -153,8 +168,13 @@ class ChatFormatter:
     def summary(self) -> ChatFormatInfo:
         return ChatFormatInfo(self.description, self.format_used.source, self.is_base_model, self.reasoning_markers)
 
-    def segments(self, messages: Sequence[ChatMessage]) -> list[Segment]:
-        """The prompt as template text and content, ending where the assistant's answer begins."""
+    def segments(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (), tool_choice: ToolChoice | None = None
+    ) -> list[Segment]:
+        """The prompt as template text and content, ending where the assistant's answer begins.
+
+        tools: the functions the model may call; tool_choice: whether it must (said in the system
+        prompt). Messages may hold assistants' tool_calls and `tool` results with or without tools."""
         contents, rendered = [], []
         for m in self._prepared(messages):
             content = m.content.strip() if self.trims else m.content
@@ -162,10 +182,27 @@ class ChatFormatter:
                 opening, closing = self.reasoning_markers
                 slots = f"{opening}\n{_slot(len(contents))}\n{closing}\n\n{_slot(len(contents) + 1)}"
                 contents += [m.reasoning.strip(), content]
+            elif m.tool_calls and not content:
+                slots = ""  # templates write a newline before content that is there
             else:
                 slots = _slot(len(contents))
                 contents.append(content)
-            rendered.append({"role": m.role, "content": slots})
+            message = {"role": m.role, "content": slots}
+            if m.tool_calls:  # only when present: templates test `'tool_calls' in message`
+                message["tool_calls"] = [call.for_template() for call in m.tool_calls]
+            if m.role == "tool":
+                message |= {"tool_call_id": m.tool_call_id, "name": m.name}
+            rendered.append(message)
+        tool_dicts = [t.as_openai() for t in tools]
+        if tool_dicts or any(m.tool_calls or m.role == "tool" for m in messages):
+            choice = fallback.choice_prompt(tool_choice) if tool_choice is not None and tool_dicts else ""
+            rendered = fallback.with_system_text(rendered, choice, self.system_role)
+            if self.tools_native:
+                try:
+                    return _split(self.format_used.render(rendered, tools=tool_dicts or None), contents)
+                except Exception as e:  # e.g. Llama 3's "only supports single tool-calls at once"
+                    log.warning("the chat template cannot render these tool calls (%s); described instead", e)
+            rendered = fallback.rewrite(rendered, tool_dicts, self.system_role)
         for fmt in self._formats:
             try:
                 text = fmt.render(rendered)
@@ -176,8 +213,10 @@ class ChatFormatter:
             text = _render_chatml(rendered)
         return _split(text, contents)
 
-    def format(self, messages: Sequence[ChatMessage]) -> str:
-        return "".join(s.text for s in self.segments(messages))
+    def format(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (), tool_choice: ToolChoice | None = None
+    ) -> str:
+        return "".join(s.text for s in self.segments(messages, tools, tool_choice))
 
     def _prepared(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
         """The messages as this format can take them: a system prompt folded into the first user turn
@@ -202,7 +241,7 @@ def _split(text: str, contents: list[str]) -> list[Segment]:
 
 
 def _builtin(name: str) -> Render:
-    return lambda messages: chat_formats.apply_builtin(name, [(m["role"], m["content"]) for m in messages])
+    return lambda messages, tools=None: chat_formats.apply_builtin(name, [(m["role"], m["content"]) for m in messages])
 
 
 def _renders(fmt: Format, model_name: str) -> bool:

@@ -1,0 +1,59 @@
+"""How each model family writes a tool call, and whether its chat template offers tools at all.
+
+Three syntaxes cover the families the engine knows that were trained for tools:
+
+- hermes: `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, one block per call
+  (Qwen 2.5/3, Hermes 2/3, and the fallback rendering of engine/tools/fallback.py);
+- llama3: a JSON object `{"name": ..., "parameters": {...}}` as the whole answer, or after
+  `<|python_tag|>` (Llama 3.1-3.3);
+- mistral: `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`, or the newer
+  `[TOOL_CALLS]name[ARGS]{...}` (Mistral v3 and later: Nemo, Small 3.x, Devstral).
+
+The syntax is read from the template's text and the vocabulary's tokens, which name their markers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+
+_MENTIONS_TOOLS = re.compile(r"\btools\b")
+
+
+@dataclass(frozen=True)
+class ToolSyntax:
+    name: str
+    opening: str  # the marker that starts a call (a control token in some vocabularies)
+    closing: str = ""  # the marker that ends one; "" when the JSON value's own end does
+    bare_json: bool = False  # a JSON call object at the very start of the answer is a call too
+    args_marker: str = ""  # between a call's name and its arguments, in the name-first form
+    short_ids: bool = False  # call ids of 9 letters and digits (Mistral's templates check them)
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """Marker texts the parser must see even where the vocabulary makes them silent control tokens."""
+        return tuple(m for m in (self.opening, self.closing, self.args_marker) if m)
+
+
+HERMES = ToolSyntax("hermes", "<tool_call>", "</tool_call>")
+LLAMA3 = ToolSyntax("llama3", "<|python_tag|>", bare_json=True)
+MISTRAL = ToolSyntax("mistral", "[TOOL_CALLS]", args_marker="[ARGS]", short_ids=True)
+SYNTAXES = {s.name: s for s in (HERMES, LLAMA3, MISTRAL)}
+
+
+def supports_tools(template: str | None) -> bool:
+    """The chat template renders a `tools` list (a template that never names it ignores any)."""
+    return bool(template) and _MENTIONS_TOOLS.search(template) is not None
+
+
+def detect(template: str | None, vocab: Collection[str] = (), family: str | None = None) -> ToolSyntax:
+    """The syntax this model writes calls in; Hermes's when nothing says otherwise (the fallback's)."""
+    text = template or ""
+    if "[TOOL_CALLS]" in text or "[TOOL_CALLS]" in vocab:
+        return MISTRAL
+    if "<tool_call>" in text or "<tool_call>" in vocab:
+        return HERMES
+    if "<|python_tag|>" in vocab or (family or "").startswith("llama3") or '"parameters": ' in text:
+        return LLAMA3
+    return HERMES

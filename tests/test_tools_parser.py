@@ -1,0 +1,119 @@
+"""The tool-call parser as a pure function of the streamed text: what is held, what is text, what is a
+call, and what is reported as malformed (never repaired)."""
+
+from engine.tools import HERMES, LLAMA3, MISTRAL, Found, MalformedToolCall, Span, ToolCall, ToolCallParser, ToolSpec
+
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+def stream(parser, pieces):
+    out = []
+    for i, piece in enumerate(pieces):
+        out.append(parser.push(piece, i))
+    out.append(parser.finish())
+    return out
+
+
+def test_text_that_may_start_a_marker_is_held_until_it_is_clear():
+    parser = ToolCallParser(HERMES)
+    assert [s.text for s in parser.push("Hello <to", 0)] == ["Hello "]
+    assert [s.text for s in parser.push("ol", 1)] == []
+    out = parser.push("s are fun", 2)
+    assert [(s.text, s.call) for s in out] == [("<to", False), ("ol", False), ("s are fun", False)]
+    assert parser.text == "Hello <tools are fun" and not parser.calls
+
+
+def test_spans_keep_their_piece_and_a_piece_is_cut_where_a_call_begins():
+    parser = ToolCallParser(HERMES, ["get_weather"])
+    outputs = [o for batch in stream(parser, ["Sure.\n<tool", "_call>\n", CALL[12:], "\nDone."]) for o in batch]
+    spans = [o for o in outputs if isinstance(o, Span)]
+    assert "".join(s.text for s in spans) == "Sure.\n" + CALL + "\nDone."
+    assert [(s.item, s.text, s.call) for s in spans[:2]] == [(0, "Sure.\n", False), (0, "<tool", True)]
+    found = [o.call for o in outputs if isinstance(o, Found)]
+    assert [c.name for c in found] == ["get_weather"] and isinstance(found[0], ToolCall)
+    # The call is announced right after its markup, before the text that follows.
+    at = outputs.index(next(o for o in outputs if isinstance(o, Found)))
+    assert outputs[at - 1].call and not outputs[at + 1].call
+    assert parser.text == "Sure.\n\nDone."
+
+
+def test_a_call_with_broken_json_is_reported_with_its_text():
+    broken = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}\n</tool_call>'
+    parser = ToolCallParser(HERMES, ["get_weather"])
+    stream(parser, [broken])
+    assert not parser.calls
+    assert parser.malformed == [MalformedToolCall(broken, parser.malformed[0].reason)]
+    assert "not valid JSON" in parser.malformed[0].reason
+
+
+def test_a_call_to_a_tool_not_offered_is_reported():
+    parser = ToolCallParser(HERMES, ["search"])
+    stream(parser, [CALL])
+    assert not parser.calls and "get_weather" in parser.malformed[0].reason and "search" in parser.malformed[0].reason
+
+
+def test_arguments_that_are_not_an_object_are_reported():
+    parser = ToolCallParser(HERMES)
+    stream(parser, ['<tool_call>\n{"name": "f", "arguments": [1, 2]}\n</tool_call>'])
+    assert "not a JSON object" in parser.malformed[0].reason
+
+
+def test_arguments_written_as_a_json_string_are_read_as_the_api_writes_them():
+    parser = ToolCallParser(HERMES)
+    stream(parser, ['<tool_call>\n{"name": "f", "arguments": "{\\"x\\": 1}"}\n</tool_call>'])
+    assert parser.calls[0].arguments == {"x": 1}
+
+
+def test_an_answer_cut_inside_a_call_reports_it():
+    parser = ToolCallParser(HERMES)
+    stream(parser, ['<tool_call>\n{"name": "f", "argu'])
+    assert not parser.calls and parser.malformed and parser.malformed[0].raw == '<tool_call>\n{"name": "f", "argu'
+
+
+def test_a_complete_call_without_its_closing_tag_is_still_a_call():
+    parser = ToolCallParser(HERMES)
+    stream(parser, ['<tool_call>\n{"name": "f", "arguments": {}}\n'])
+    assert [c.name for c in parser.calls] == ["f"]
+
+
+def test_llama3_json_that_is_not_a_call_is_the_answer():
+    parser = ToolCallParser(LLAMA3, ["get_weather"])
+    stream(parser, ['{"city": ', '"Paris"}', " is the JSON you asked for."])
+    assert parser.text == '{"city": "Paris"} is the JSON you asked for.' and not parser.calls and not parser.malformed
+
+
+def test_llama3_json_only_at_the_start_is_a_call():
+    parser = ToolCallParser(LLAMA3, ["get_weather"])
+    stream(parser, ['Call it like {"name": "get_weather", "parameters": {"city": "Paris"}}'])
+    assert not parser.calls and parser.text.startswith("Call it like")
+
+
+def test_llama3_unfinished_json_at_the_start_is_text():
+    parser = ToolCallParser(LLAMA3)
+    stream(parser, ['{"a": [1, 2'])
+    assert parser.text == '{"a": [1, 2' and not parser.malformed
+
+
+def test_mistral_name_first_calls_one_after_another():
+    parser = ToolCallParser(MISTRAL)
+    text = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{}'
+    stream(parser, list(text))
+    assert [(c.name, c.arguments) for c in parser.calls] == [("get_weather", {"city": "Paris"}), ("get_time", {})]
+    assert all(len(c.id) == 9 and c.id.isalnum() for c in parser.calls)
+
+
+def test_mistral_call_without_arguments_is_reported():
+    parser = ToolCallParser(MISTRAL)
+    stream(parser, ["[TOOL_CALLS]get_weather"])
+    assert "before its arguments" in parser.malformed[0].reason
+
+
+def test_tool_spec_round_trips_openai_shape():
+    tool = {
+        "type": "function",
+        "function": {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {}}},
+    }
+    assert ToolSpec.from_openai(tool).as_openai() == tool
+    call = ToolCall("call_1", "f", {"x": "é"})
+    assert call.as_openai()["function"]["arguments"] == '{"x": "é"}'
+    assert call.for_template()["function"]["arguments"] == {"x": "é"}

@@ -403,7 +403,7 @@ def cmd_chat(engine, args, library=None) -> int:
         done = None
         thought = False  # thinking was shown: a blank line before the answer
         try:
-            documents = [h.text for h in grounded.drafts] if grounded else []
+            documents = grounded.draft_texts if grounded else []
             for event in engine.chat(messages, sampling_from(args), spec_from(args), cancel, documents=documents):
                 if isinstance(event, TokenEvent) and event.reasoning:
                     thought = True
@@ -441,7 +441,7 @@ def cmd_generate(engine, args, library=None) -> int:
     grounded = ground(engine, library, args, messages, prompt)
     messages.append(ChatMessage("user", grounded.message if grounded else prompt))
     done, rounds = None, []
-    documents = [h.text for h in grounded.drafts] if grounded else []
+    documents = grounded.draft_texts if grounded else []
     for event in engine.chat(messages, sampling_from(args), spec_from(args), documents=documents):
         if isinstance(event, TokenEvent) and not args.json:
             sys.stdout.write(event.text)

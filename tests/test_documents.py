@@ -349,7 +349,9 @@ def test_a_question_is_grounded_in_the_passages_that_fit_and_citations_are_read_
     everything = grounding.ground("What goes in NOTICE?", hits, fits=lambda text: True)
     assert everything.sources == hits and everything.message.endswith("Question: What goes in NOTICE?")
     assert everything.message.index("[1] Apache-2.0, lines") < everything.message.index("[2] ")
-    assert hits[0].text.strip() in everything.message  # whole passages: lookup drafts a quote of them
+    # whole passages, their prose reflowed (tests/test_reflow.py): lookup drafts a quote of them
+    assert grounding.prompt_text(hits[0]).strip() in everything.message
+    assert hits[0].text.split() == grounding.prompt_text(hits[0]).split()
 
     room = len(everything.message) - len(hits[-1].text) - 20
     fewer = grounding.ground("What goes in NOTICE?", hits, fits=lambda text: len(text) <= room)

@@ -246,7 +246,7 @@ class EngineWorker(QObject):
             self.documents_failed.emit(request.id, f"Your documents were not searched: {e}")
             return request.messages, []
         self.sources_found.emit(request.id, grounded.sources)
-        return messages, [h.text for h in grounded.drafts]
+        return messages, grounded.draft_texts
 
     def _ground(self, messages: list[ChatMessage], collections: tuple[str, ...], max_tokens: int):
         """(messages with the last one grounded, grounding.Grounded); LibraryError and the like when the

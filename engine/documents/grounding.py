@@ -10,14 +10,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from engine.documents.library import Library
+from engine.documents.readers import CODE_SUFFIXES
+from engine.documents.reflow import CODE, MARKUP, TEXT, reflow
 from engine.documents.retrieval import Hit, search
 
 # Passages found per question, best first: as many of the first SEARCHED as fit the context go in
 # (a small model loses its way in more); all DRAFTED are drafted from, in the prompt or not.
 SEARCHED = 6
 DRAFTED = 24
+
+MARKUP_SUFFIXES = frozenset((".md", ".markdown", ".mdx", ".rst", ".html", ".htm"))  # HTML is read as Markdown
 
 INSTRUCTION = (
     "Passages from the user's documents that may help answer the question are numbered below. "
@@ -31,6 +36,11 @@ class Grounded:
     message: str  # what the model receives as the user's message
     sources: list[Hit]  # [1] is sources[0]
     drafts: list[Hit] = field(default_factory=list)  # the passages found, in the prompt or not: to draft from
+
+    @property
+    def draft_texts(self) -> list[str]:
+        """The passages to draft from, as the prompt gives them (reflowed: see prompt_text)."""
+        return [prompt_text(hit) for hit in self.drafts]
 
 
 def ground(question: str, hits: list[Hit], fits: Callable[[str], bool]) -> Grounded:
@@ -54,8 +64,15 @@ def find_and_ground(
 
 def message_with(question: str, hits: list) -> str:
     """The question after these passages, numbered from 1 (anything with text, heading and where())."""
-    blocks = [f"[{n}] {label(hit)}\n{hit.text.strip()}" for n, hit in enumerate(hits, 1)]
+    blocks = [f"[{n}] {label(hit)}\n{prompt_text(hit).strip()}" for n, hit in enumerate(hits, 1)]
     return "\n\n".join([INSTRUCTION, *blocks, f"Question: {question}"])
+
+
+def prompt_text(hit) -> str:
+    """A passage's text as the model reads it: hard-wrapped prose joined into lines (reflow.py), so
+    that a quote in running text is the passage token for token; source code as it is."""
+    suffix = Path(hit.path).suffix.lower()
+    return reflow(hit.text, CODE if suffix in CODE_SUFFIXES else MARKUP if suffix in MARKUP_SUFFIXES else TEXT)
 
 
 def label(hit: Hit) -> str:

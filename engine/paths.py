@@ -37,3 +37,8 @@ def auto_memory_file() -> Path:
 def documents_dir() -> Path:
     """The document library's collections and index (engine/documents): only ever on this machine."""
     return data_dir() / "documents"
+
+
+def mcp_config_file() -> Path:
+    """The MCP servers the user configured (engine/mcp), in the mcpServers notation other apps use."""
+    return data_dir() / "mcp.json"

@@ -6,6 +6,7 @@ questions about Debian's licence texts worded unlike them; keywords alone withou
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -23,61 +24,11 @@ from tests import embedding_fixture
 REPO = Path(__file__).resolve().parents[1]
 LICENSES = Path("/usr/share/common-licenses")  # Debian's base-files: real documents nobody here wrote
 
-# Questions about the licence texts, worded unlike them, and a phrase of the passage that answers each.
-QA_LICENCES = ("Apache-2.0", "GPL-3", "MPL-2.0", "BSD", "LGPL-3", "CC0-1.0", "Artistic", "GFDL-1.3")
-QUESTIONS = [
-    ("If I sue someone claiming the software infringes my invention, what happens to the rights I was given?",
-     "as of the date such litigation is filed"),
-    ("May I use the original project's brand and logo when I advertise my product?",
-     "names, trademarks, service marks, or product names of the Licensor"),
-    ("Are the authors responsible if the program breaks my machine and my business loses money?",
-     "work stoppage, computer failure or malfunction"),
-    ("If I send my improvements back to the maintainers, which terms cover them unless I say otherwise?",
-     "Submission of Contributions"),
-    ("Am I allowed to sell support or guarantees to customers for code I pass on?",
-     "Accepting Warranty or Additional Liability"),
-    ("What must I mark in the files I altered before handing them to others?", "stating that You changed the files"),
-    ("Why does the licence worry about gadgets that refuse to run altered firmware?",
-     "Some devices are designed to deny users access"),
-    ("Can I share the executable with others over a file-sharing network?",
-     "Convey the object code using peer-to-peer transmission"),
-    ("Once I stop breaking the rules, do I get my permissions back?", "if you cease all violation of this License"),
-    ("Which household goods does the rule about installation keys apply to?", "tangible personal property"),
-    ("Is there any promise that the software actually works?", "THERE IS NO WARRANTY FOR THE PROGRAM"),
-    ("May I combine the code with software under the licence meant for programs used over a network?",
-     "GNU Affero General Public License into a single"),
-    ("What should I put at the top of each source file to release my new program under these terms?",
-     "<one line to give the program's name"),
-    ("If my program runs in a terminal, what short notice should it print when it starts?",
-     "This program comes with ABSOLUTELY NO WARRANTY"),
-    ("How do I know which later revision of the terms applies to a program?",
-     "Each version is given a distinguishing version number"),
-    ("Who is allowed to publish new editions of the Mozilla terms?", "Mozilla Foundation is the license steward"),
-    ("What happens to my rights if I take a contributor to court over inventions they own?",
-     "If You initiate litigation against any entity by asserting a patent"),
-    ("If a statute or court order stops me from following part of the terms, what must I do?",
-     "If it is impossible for You to comply with any of the terms"),
-    ("In which courts must disagreements about these terms be settled?",
-     "Any litigation relating to this License may be brought only in the courts"),
-    ("Can I use the university's name to promote a product built from this code?",
-     "Neither the name of the University nor the names of its contributors"),
-    ("Can I put functions from the library next to other routines in one combined library?",
-     "side by side in a single library"),
-    ("Does giving up my copyright also give up my trademarks or patents?",
-     "No trademark or patent rights held by Affirmer are waived"),
-    ("What happens if a judge decides the dedication to the public domain is not valid?", "Public License Fallback"),
-    ("How do I decide what price to ask for making copies?", "is whatever you can justify"),
-    ("Is what the package's programs output covered by these terms?", "supplied as input to or produced as"),
-    ("Which parts of a manual can never be changed by people who modify it?",
-     'The "Invariant Sections" are certain Secondary Sections'),
-    ("Why was this licence made for software documentation?",
-     "We have designed this License in order to use it for manuals"),
-    ("If I print more than a hundred copies of the manual, what must I do?", "numbering more than 100"),
-    ("Can a company keep its changes to a library secret when it links the library into a closed program?",
-     "Combined Works"),
-    ("May I charge money for giving someone a copy of the program?",
-     "You may charge any price or no price for each copy that you convey"),
-]  # fmt: skip
+# Questions about the licence texts, worded unlike them, and a phrase of the passage that answers each
+# (engine/data/docs_questions.json, shared with engine.bench_docs).
+_QA = json.loads((REPO / "engine" / "data" / "docs_questions.json").read_text(encoding="utf-8"))
+QA_LICENCES = tuple(_QA["licences"])
+QUESTIONS = [(q["question"], q["phrase"]) for q in _QA["questions"]]
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,8 @@ from engine.documents.retrieval import Hit, search
 SEARCHED = 6
 DRAFTED = 24
 
-MARKUP_SUFFIXES = frozenset((".md", ".markdown", ".mdx", ".rst", ".html", ".htm"))  # HTML is read as Markdown
+# HTML and Word documents are read as Markdown
+MARKUP_SUFFIXES = frozenset((".md", ".markdown", ".mdx", ".rst", ".html", ".htm", ".xhtml", ".docx"))
 
 INSTRUCTION = (
     "Passages from the user's documents that may help answer the question are numbered below. "

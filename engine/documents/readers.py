@@ -1,7 +1,8 @@
 """A file as text, in pages, with its format: what the chunker needs to follow its structure.
 
 Formats by extension: Markdown, reStructuredText, plain text, source code, HTML (its headings and
-preformatted blocks kept as Markdown), PDF (pypdf, page by page). Anything else is not a document
+preformatted blocks kept as Markdown), PDF (pypdf, page by page), Word (.docx, as Markdown:
+docx_reader.py). Anything else is not a document
 (`format_of` says None) and is passed over, not reported: a folder of notes holds images too.
 A file that is a document but cannot be read raises UnreadableFile with the reason, for the user.
 """
@@ -14,6 +15,7 @@ from enum import Enum
 from html.parser import HTMLParser
 from pathlib import Path
 
+from engine.documents.docx_reader import DocxError, docx_markdown
 from engine.errors import EngineError
 
 MAX_TEXT_BYTES = 20 * 1024 * 1024  # a text file bigger than this is a log or a dump, not a document
@@ -28,6 +30,7 @@ class Format(Enum):
     CODE = "code"
     HTML = "html"
     PDF = "pdf"
+    DOCX = "docx"
 
 
 CODE_SUFFIXES = frozenset(
@@ -84,6 +87,7 @@ SUFFIXES = {
     **{s: Format.TEXT for s in (".txt", ".text", ".log", ".csv", ".tsv", ".org", ".tex", ".adoc")},
     **{s: Format.HTML for s in (".html", ".htm", ".xhtml")},
     ".pdf": Format.PDF,
+    ".docx": Format.DOCX,
     **{s: Format.CODE for s in CODE_SUFFIXES},
 }
 
@@ -136,13 +140,18 @@ def read(path: Path, size: int | None = None) -> Document:
     if fmt is None:
         raise UnreadableFile(f"{path.name}: not a kind of file Specula reads.")
     size = path.stat().st_size if size is None else size
-    limit = MAX_PDF_BYTES if fmt is Format.PDF else MAX_TEXT_BYTES
+    limit = MAX_PDF_BYTES if fmt in (Format.PDF, Format.DOCX) else MAX_TEXT_BYTES  # images make them big
     if size > limit:
         raise UnreadableFile(
             f"{path.name}: {size / 2**20:.0f} MB, larger than the {limit // 2**20} MB read from one file."
         )
     if fmt is Format.PDF:
         pages = _pdf_pages(path)
+    elif fmt is Format.DOCX:
+        try:
+            pages, fmt = [Page(docx_markdown(path))], Format.MARKDOWN
+        except DocxError as e:
+            raise UnreadableFile(f"{path.name}: {e}.") from None
     else:
         text = _text(path)
         pages = [Page(html_as_markdown(text) if fmt is Format.HTML else text)]

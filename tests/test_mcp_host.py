@@ -51,7 +51,8 @@ def children() -> set[int]:
 
 
 def host_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "mcp-host"]
+    """The host's loop thread and its servers' stderr readers: each must end once the host is closed."""
+    return [t for t in threading.enumerate() if t.name == "mcp-host" or t.name.startswith("mcp-stderr")]
 
 
 @pytest.fixture
@@ -64,6 +65,8 @@ def host():
     closer.join(WAIT_S)
     assert not closer.is_alive(), "close() hung"
     assert children() - before == set(), "a server process (or a zombie) was left behind"
+    for thread in host_threads():  # a stderr reader ends when its server's pipe closes: soon after, not at once
+        thread.join(WAIT_S)
     assert host_threads() == []
 
 
@@ -109,6 +112,7 @@ def test_a_stdio_server_lists_its_tools_and_answers_calls(host, workspace):
     status = host.status("ws")
     assert status.state == ServerState.RUNNING and status.server_name.startswith("specula-workspace")
     check_workspace_tools(host, "ws", workspace)
+    assert host.tools("ws", refresh=True) == host.tools("ws")  # asked again: the same tools
     host.stop("ws")
     assert host.status("ws").state == ServerState.STOPPED
     with pytest.raises(McpServerError, match="ws is not running"):

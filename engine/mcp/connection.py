@@ -13,6 +13,7 @@ import contextlib
 import logging
 import math
 import os
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -96,23 +97,46 @@ class _WatchedReadStream:
         await self.aclose()
 
 
-async def _read_stderr(fd: int, tail: collections.deque[str]) -> None:
-    """Keep the last lines a stdio server writes to stderr (reading all of it, so the pipe never fills)."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
-    )
-    pending = b""
-    try:
-        while chunk := await reader.read(65536):
-            *lines, pending = (pending + chunk).split(b"\n")
-            tail.extend(line.decode(errors="replace").rstrip()[:_STDERR_LINE_CHARS] for line in lines)
-            pending = pending[-_STDERR_LINE_CHARS * 4 :]
-        if pending.strip():
-            tail.append(pending.decode(errors="replace").rstrip()[:_STDERR_LINE_CHARS])
-    finally:
-        transport.close()
+class StderrTail:
+    """A stdio server's stderr, read to its end on a thread of its own (a blocking read of a pipe works on
+    every platform; asyncio's pipes do not on Windows), keeping the last lines for messages. The thread
+    ends when the server and whatever inherited its stderr have exited."""
+
+    def __init__(self, name: str):
+        self._lines = collections.deque[str](maxlen=STDERR_LINES)
+        self._lock = threading.Lock()
+        self._ended = threading.Event()
+        read_fd, write_fd = os.pipe()
+        self.errlog = os.fdopen(write_fd, "w")  # given to the child; ours is closed once it is spawned
+        self._thread = threading.Thread(target=self._read, args=(read_fd,), name=f"mcp-stderr {name}", daemon=True)
+        self._thread.start()
+
+    def _read(self, fd: int) -> None:
+        pending = b""
+        try:
+            with os.fdopen(fd, "rb", buffering=0) as pipe:
+                while chunk := pipe.read(65536):
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    pending = pending[-_STDERR_LINE_CHARS * 4 :]  # one endless line cannot grow without bound
+                    self._add(lines)
+            self._add([pending])
+        finally:
+            self._ended.set()
+
+    def _add(self, lines: list[bytes]) -> None:
+        texts = [line.decode(errors="replace").rstrip()[:_STDERR_LINE_CHARS] for line in lines]
+        with self._lock:
+            self._lines.extend(text for text in texts if text.strip())
+
+    def lines(self) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(self._lines)
+
+    async def settle(self) -> None:
+        """Give the reader a moment to take the last lines of a server that has just exited."""
+        deadline = asyncio.get_running_loop().time() + _STDERR_DRAIN_S
+        while not self._ended.is_set() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
 
 
 class Connection:
@@ -124,14 +148,13 @@ class Connection:
         self.message = ""
         self.tools: tuple[ToolInfo, ...] = ()
         self.server_name = ""
-        self.stderr = collections.deque[str](maxlen=STDERR_LINES)
         self._client: Client | None = None
         self._stop = asyncio.Event()
         self._lost = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task | None = None
         self._scope: anyio.CancelScope | None = None
-        self._stderr_task: asyncio.Task | None = None
+        self._stderr: StderrTail | None = None
 
     @property
     def name(self) -> str:
@@ -144,7 +167,7 @@ class Connection:
             self.message,
             self.tools,
             self.server_name,
-            tuple(line for line in self.stderr if line),
+            self.stderr_lines(),
         )
 
     async def start(self, timeout: float) -> tuple[ToolInfo, ...]:
@@ -226,7 +249,7 @@ class Connection:
         else:
             what = "did not start" if starting else "stopped"
             result = McpServerError(
-                self._with_stderr(f"{self.name} {what}: {_describe(leaf)}"), stderr_tail=tuple(self.stderr)
+                self._with_stderr(f"{self.name} {what}: {_describe(leaf)}"), stderr_tail=self.stderr_lines()
             )
         if not isinstance(leaf, asyncio.CancelledError) or starting:
             self.state, self.message = ServerState.FAILED, str(result)
@@ -234,13 +257,16 @@ class Connection:
             log.info("MCP server %s: %s", self.name, result, exc_info=leaf)
         return result
 
+    def stderr_lines(self) -> tuple[str, ...]:
+        return self._stderr.lines() if self._stderr is not None else ()
+
     def _with_stderr(self, message: str) -> str:
-        lines = [line for line in self.stderr if line.strip()]
+        lines = self.stderr_lines()
         return message + (".\nIts last output:\n" + "\n".join(lines) if lines else ".")
 
     async def _settle_stderr(self) -> None:
-        if self._stderr_task is not None:
-            await asyncio.wait({self._stderr_task}, timeout=_STDERR_DRAIN_S)
+        if self._stderr is not None:
+            await self._stderr.settle()
 
     @contextlib.asynccontextmanager
     async def _transport(self) -> AsyncIterator[Any]:
@@ -253,9 +279,8 @@ class Connection:
             ):
                 yield streams
             return
-        read_fd, write_fd = os.pipe()
-        errlog = os.fdopen(write_fd, "w")
-        self._stderr_task = asyncio.create_task(_read_stderr(read_fd, self.stderr))
+        self._stderr = StderrTail(self.name)
+        errlog = self._stderr.errlog
         params = StdioServerParameters(
             command=self.server.command,
             args=list(self.server.args),
@@ -270,9 +295,11 @@ class Connection:
             errlog.close()
 
     async def _list_tools(self, client: Client) -> tuple[ToolInfo, ...]:
+        if client.server_capabilities.tools is None:  # a server of prompts or resources only: no tools to offer
+            return ()
         tools, cursor = [], None
         for _ in range(100):  # a server that pages forever cannot hold the start
-            page = await client.list_tools(cursor=cursor)
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh")  # always the server's own answer
             tools += [ToolInfo(self.name, t.name, t.description or "", dict(t.input_schema)) for t in page.tools]
             cursor = page.next_cursor
             if not cursor:
@@ -301,7 +328,7 @@ class Connection:
                         await self._settle_stderr()
                         raise McpServerError(
                             self._with_stderr(f"{self.name} stopped during the call to {tool}: {e.message}"),
-                            stderr_tail=tuple(self.stderr),
+                            stderr_tail=self.stderr_lines(),
                         ) from None
                     raise McpServerError(f"{self.name} refused the call to {tool}: {e.message}") from None
                 except (httpx2.HTTPError, OSError) as e:

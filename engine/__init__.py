@@ -8,6 +8,9 @@ The public API, by what a caller does:
 - ask for it: `ModelSpec`, `SpecParams`, `SamplingParams`, `ChatMessage`, `DrafterMode`,
   `TokenSource`, `GPU_LAYERS_AUTO`, `GPU_LAYERS_ALL`;
 - read a round: `Round` (in `AnswerStats.rounds` and `RoundEvent.round`), `DrafterKind`;
+- offer tools: `ToolSpec` and `ToolChoice` to `Engine.chat(tools=..., tool_choice=...)`; the model's
+  calls come back as `ToolCallEvent` (a `ToolCall`) or `MalformedToolCallEvent` (a
+  `MalformedToolCall`), listed on the `DoneEvent` with `FinishReason.TOOL_CALLS`;
 - fail clearly: `EngineError` and its kinds in `engine.errors`, where `user_message(error)` turns
   any exception into text for a person;
 - manage models (no model loaded): `engine.models` (library, hub, download, starter);
@@ -43,10 +46,18 @@ if TYPE_CHECKING:  # for type checkers and PyInstaller, which follow these; at r
         TokenSource,
     )
     from engine.decoding.chat_engine import Engine, EngineInfo
-    from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
+    from engine.decoding.events import (
+        DoneEvent,
+        FinishReason,
+        MalformedToolCallEvent,
+        RoundEvent,
+        TokenEvent,
+        ToolCallEvent,
+    )
     from engine.decoding.policy import Calibration
     from engine.decoding.stats import AnswerStats, Round
     from engine.errors import EngineError
+    from engine.tools import MalformedToolCall, ToolCall, ToolChoice, ToolChoiceMode, ToolSpec
 
 _PUBLIC = {
     "Engine": "engine.decoding.chat_engine",
@@ -68,6 +79,13 @@ _PUBLIC = {
     "GPU_LAYERS_AUTO": "engine.config",
     "GPU_LAYERS_ALL": "engine.config",
     "EngineError": "engine.errors",
+    "ToolCallEvent": "engine.decoding.events",
+    "MalformedToolCallEvent": "engine.decoding.events",
+    "ToolSpec": "engine.tools",
+    "ToolCall": "engine.tools",
+    "MalformedToolCall": "engine.tools",
+    "ToolChoice": "engine.tools",
+    "ToolChoiceMode": "engine.tools",
 }
 
 __all__ = [
@@ -83,6 +101,8 @@ __all__ = [
     "FinishReason",
     "GPU_LAYERS_ALL",
     "GPU_LAYERS_AUTO",
+    "MalformedToolCall",
+    "MalformedToolCallEvent",
     "ModelSpec",
     "Round",
     "RoundEvent",
@@ -90,6 +110,11 @@ __all__ = [
     "SpecParams",
     "TokenEvent",
     "TokenSource",
+    "ToolCall",
+    "ToolCallEvent",
+    "ToolChoice",
+    "ToolChoiceMode",
+    "ToolSpec",
 ]
 assert sorted(__all__) == sorted(_PUBLIC)
 

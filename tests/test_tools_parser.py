@@ -117,3 +117,19 @@ def test_tool_spec_round_trips_openai_shape():
     call = ToolCall("call_1", "f", {"x": "é"})
     assert call.as_openai()["function"]["arguments"] == '{"x": "é"}'
     assert call.for_template()["function"]["arguments"] == {"x": "é"}
+
+
+def test_a_call_in_a_json_fence_is_a_call_when_it_names_a_tool_offered():
+    """Qwen2.5-Coder writes its calls in a ```json fence rather than <tool_call> tags."""
+    fenced = '```json\n{\n  "name": "get_weather",\n  "arguments": {\n    "city": "Paris"\n  }\n}\n```'
+    parser = ToolCallParser(HERMES, ["get_weather"])
+    stream(parser, [fenced[i : i + 4] for i in range(0, len(fenced), 4)])
+    assert [(c.name, c.arguments, c.raw) for c in parser.calls] == [("get_weather", {"city": "Paris"}, fenced)]
+    assert parser.text == ""
+
+
+def test_other_json_fences_stay_text():
+    for answer in ['Here:\n```json\n{"city": "Paris"}\n```\nDone.', '```json\n{"name": "rm", "arguments": {}}\n```']:
+        parser = ToolCallParser(HERMES, ["get_weather"])
+        stream(parser, [answer[i : i + 3] for i in range(0, len(answer), 3)])
+        assert parser.text == answer and not parser.calls and not parser.malformed

@@ -19,6 +19,7 @@ from engine.decoding.events import DoneEvent, Event, FinishReason
 from engine.decoding.policy import Calibration
 from engine.decoding.speculator import Speculator
 from engine.decoding.stats import AnswerStats
+from engine.decoding.tool_stream import with_tool_calls
 from engine.errors import ContextFullError, ModelLoadError, OperationCancelled
 from engine.gguf.header import read_header
 from engine.gguf.names import display_name
@@ -27,6 +28,7 @@ from engine.history import store as history_store
 from engine.llama import backends, offload
 from engine.llama.memory import MemoryKind
 from engine.llama.runner import Cancelled, ModelRunner, common_prefix
+from engine.tools import ToolCallParser, ToolChoice, ToolChoiceMode, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +172,7 @@ class Engine:
         self.draft_name = (draft.name or display_name(draft_info, draft.path)) if draft is not None else None
         self.formatter = ChatFormatter(self.target.info)
         self.prompt_tokenizer = PromptTokenizer(self.target.vocab, self.target.n_vocab)
+        self._markers: dict[str, dict[int, bytes]] = {}  # per tool-call syntax (_marker_pieces)
 
     def set_chat_template(self, override: str | None) -> None:
         """Format conversations with a llama.cpp preset name or a Jinja text; None: the model's own way."""
@@ -256,13 +259,24 @@ class Engine:
         cancel: threading.Event | None = None,
         remember: int | None = None,
         documents: Sequence[str] = (),
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice | None = None,
     ) -> Iterator[Event]:
-        """Stream the assistant's answer to a conversation (the last message is the user's).
+        """Stream the assistant's answer to a conversation (the last message is the user's, or a
+        tool's result).
 
         remember: the conversation's id, to add the question and a finished answer to the history
         index (None: this answer is not the user's history, e.g. a benchmark or a comparison rerun).
         documents: texts of the user's documents found for this question (in its prompt or not):
         drafted from as "documents" (engine.decoding.drafters.DocumentDrafter) for this answer only.
+        tools: functions the model may call, rendered by its chat template (formatter.tools_native)
+        or described Hermes-style; tool_choice (default auto) may forbid calls, require one, or name
+        the one function to call (the others are then not offered). The model's calls are read out of
+        its text in its family's syntax: each complete call yields a ToolCallEvent (a
+        MalformedToolCallEvent if it is not valid), its markup's TokenEvents are marked tool_call,
+        and the DoneEvent lists them, with FinishReason.TOOL_CALLS when the answer stopped after
+        calling. Run them and send back ChatMessage("tool", result, tool_call_id=call.id, name=call.name)
+        after ChatMessage("assistant", done.text, tool_calls=done.tool_calls).
         """
         t_request = time.perf_counter()
         sampling = sampling or SamplingParams()
@@ -270,31 +284,40 @@ class Engine:
         stats = AnswerStats()
         if self.formatter.stop_strings:
             sampling = sampling.with_(stop=tuple(sampling.stop) + self.formatter.stop_strings)
+        tools, tool_choice = _offered(tools, tool_choice)
         try:
-            prompt, stats.n_history_dropped = self.fit_conversation(messages, sampling.max_tokens)
+            prompt, stats.n_history_dropped = self.fit_conversation(messages, sampling.max_tokens, tools, tool_choice)
         except ContextFullError as e:
             yield DoneEvent(FinishReason.CONTEXT, stats, "", e.user_message())
             return
         opening, closing = self.formatter.reasoning_markers
         splitter = ReasoningSplitter(opening, closing, thinking=self.formatter.opens_reasoning)
         self.speculator.documents.use([self.prompt_tokenizer.plain(text) for text in documents])
+        events = self.speculator.stream(
+            prompt, sampling, spec, cancel, stats, t_request, splitter, self._marker_pieces() if tools else None
+        )
+        if tools:
+            syntax = self.formatter.tool_syntax
+            events = with_tool_calls(events, ToolCallParser(syntax, [t.name for t in tools]))
         try:
-            for event in self.speculator.stream(prompt, sampling, spec, cancel, stats, t_request, splitter):
+            for event in events:
                 if isinstance(event, DoneEvent):
                     if remember is not None:
-                        self._remember(remember, messages, prompt, event.finish_reason)
+                        self._remember(remember, messages, prompt, event.finish_reason, tools, tool_choice)
                     if self.memory_file is not None:
                         auto_memory.save(self.memory_file, self.memory_key, self.speculator.memory())
                 yield event
         finally:
             self.speculator.documents.use([])
 
-    def _remember(self, conversation: int, messages: Sequence[ChatMessage], prompt: list[int], finish) -> None:
+    def _remember(
+        self, conversation: int, messages: Sequence[ChatMessage], prompt: list[int], finish, tools=(), choice=None
+    ) -> None:
         """Add the last turn (from where the question begins) and its answer to the history index."""
-        if self.history is None or finish not in (FinishReason.STOP, FinishReason.LENGTH):
+        if self.history is None or finish not in (FinishReason.STOP, FinishReason.LENGTH, FinishReason.TOOL_CALLS):
             return
         try:
-            before = self.prompt_tokens(messages[:-1]) if len(messages) > 1 else []
+            before = self.prompt_tokens(messages[:-1], tools, choice) if len(messages) > 1 else []
         except Exception:  # noqa: BLE001 - a template that cannot render the earlier turns alone
             before = []
         start = common_prefix(before, prompt)
@@ -320,15 +343,35 @@ class Engine:
         tokens = self.target.tokenize(prompt_text)
         yield from self.speculator.stream(tokens, sampling or SamplingParams(), spec or SpecParams(), cancel)
 
-    def prompt_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
+    def prompt_tokens(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (), tool_choice: ToolChoice | None = None
+    ) -> list[int]:
         """The conversation as prompt tokens: the template's markers as control tokens, content as text."""
-        return self.prompt_tokenizer.tokens(self.formatter.segments(messages))
+        return self.prompt_tokenizer.tokens(self.formatter.segments(messages, tools, tool_choice))
+
+    def _marker_pieces(self) -> dict[int, bytes]:
+        """The tool-call syntax's markers that are control tokens here (silent in text): their text."""
+        syntax = self.formatter.tool_syntax
+        if syntax.name not in self._markers:
+            tokens = self.target.info.tokens
+            self._markers[syntax.name] = {
+                tokens.index(m): m.encode()
+                for m in syntax.markers
+                if m in tokens and not self.target.piece(tokens.index(m))
+            }
+        return self._markers[syntax.name]
 
     def answer_room(self, max_tokens: int) -> int:
         """The tokens kept free for the answer when fitting a conversation (fit_conversation)."""
         return min(max_tokens, max(MIN_ANSWER_ROOM, self.target.n_ctx // 4))
 
-    def fit_conversation(self, messages: Sequence[ChatMessage], max_tokens: int) -> tuple[list[int], int]:
+    def fit_conversation(
+        self,
+        messages: Sequence[ChatMessage],
+        max_tokens: int,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice | None = None,
+    ) -> tuple[list[int], int]:
         """Tokenize the conversation, dropping the oldest turns (never the system prompt) to fit.
 
         Returns the prompt tokens and how many messages were dropped.
@@ -339,7 +382,7 @@ class Engine:
         rest = list(messages[len(system) :])
         dropped = 0
         while True:
-            tokens = self.prompt_tokens(system + rest)
+            tokens = self.prompt_tokens(system + rest, tools, tool_choice)
             if len(tokens) + room <= n_ctx or len(rest) <= 1:
                 break
             # Drop the oldest exchange; keep the conversation starting with a user message.
@@ -355,6 +398,19 @@ class Engine:
                 f"but the context holds {n_ctx:,}: no room is left for an answer."
             )
         return tokens, dropped
+
+
+def _offered(tools: Sequence[ToolSpec], choice: ToolChoice | None) -> tuple[list[ToolSpec], ToolChoice | None]:
+    """The tools the prompt offers under tool_choice: none for "none", only the named one for a function."""
+    choice = choice or ToolChoice()
+    if choice.mode == ToolChoiceMode.NONE:
+        return [], None
+    if choice.mode == ToolChoiceMode.FUNCTION:
+        named = [t for t in tools if t.name == choice.name]
+        if not named:
+            raise ValueError(f"tool_choice names {choice.name!r}, which is not one of the tools")
+        return named, choice
+    return list(tools), choice
 
 
 def _place_on_gpu(target: ModelSpec, target_info, draft: ModelSpec | None, draft_info, gpu) -> tuple:

@@ -7,6 +7,7 @@ from enum import Enum
 
 from engine.config import TokenSource
 from engine.decoding.stats import AnswerStats, Round
+from engine.tools import MalformedToolCall, ToolCall
 
 
 class FinishReason(str, Enum):
@@ -15,6 +16,7 @@ class FinishReason(str, Enum):
     CONTEXT = "context"  # the context window is full
     CANCELLED = "cancelled"  # stopped by the user
     ERROR = "error"  # decode failed; DoneEvent.error says why
+    TOOL_CALLS = "tool_calls"  # the answer ended having called tools (DoneEvent.tool_calls): run them, send results
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,21 @@ class TokenEvent:
     text: str
     source: TokenSource
     reasoning: bool = False  # part of the model's thinking (engine/chat/reasoning.py), not its answer
+    tool_call: bool = False  # part of a tool call's markup (its ToolCallEvent follows), not the answer's text
+
+
+@dataclass(frozen=True)
+class ToolCallEvent:
+    """The model completed a call to one of the tools offered: after the TokenEvents of its markup."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class MalformedToolCallEvent:
+    """The model wrote something meant as a tool call that is not a valid one: its text and why."""
+
+    malformed: MalformedToolCall
 
 
 @dataclass(frozen=True)
@@ -67,6 +84,8 @@ class DoneEvent:
     text: str  # the whole answer as shown (without the thinking)
     error: str | None = None  # user-facing message when finish_reason is ERROR (or CONTEXT)
     reasoning: str = ""  # the model's thinking, when it thought aloud
+    tool_calls: tuple[ToolCall, ...] = ()  # the calls the answer made, in order (text holds what it said besides)
+    malformed_calls: tuple[MalformedToolCall, ...] = ()  # what it wrote as calls that are not valid ones
 
 
-Event = TokenEvent | RoundEvent | DoneEvent
+Event = TokenEvent | RoundEvent | DoneEvent | ToolCallEvent | MalformedToolCallEvent

@@ -15,7 +15,7 @@ import itertools
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,10 +171,12 @@ class Speculator:
         stats: AnswerStats | None = None,
         t_request: float | None = None,
         reasoning: ReasoningSplitter | None = None,
+        shown_as: Mapping[int, bytes] | None = None,
     ) -> Iterator[Event]:
         """Stream the answer to prompt (token ids): per verification round a RoundEvent, then that
         round's TokenEvents; one DoneEvent last. reasoning, when given, splits a thinking block off
-        the answer."""
+        the answer. shown_as: text for control tokens that otherwise show nothing (a tool-call
+        marker such as Mistral's [TOOL_CALLS], which the tool-call parser must see)."""
         t_start = t_request or time.perf_counter()
         stats = stats or AnswerStats()
         stats.backend = self.target.backend
@@ -196,7 +198,8 @@ class Speculator:
         def show(token: int, source: TokenSource) -> bool:
             """The text layer takes a committed token; False once a stop string has ended the answer."""
             sources[source.value] += 1
-            for part in split.push_all(text.push(token, self.target.piece(token), source)):
+            data = shown_as.get(token) if shown_as else None
+            for part in split.push_all(text.push(token, data or self.target.piece(token), source)):
                 if not stats.ttft_s:
                     stats.ttft_s = time.perf_counter() - t_start
                 if split.entered and not stats.reasoning_s and not part.reasoning:

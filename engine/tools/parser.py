@@ -20,6 +20,7 @@ from engine.tools.calls import MalformedToolCall, ToolCall, new_call_id
 from engine.tools.syntax import ToolSyntax
 
 _DECODER = json.JSONDecoder()
+FENCE, FENCE_END = "```json", "```"
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class ToolCallParser:
         self._held: list[list] = []  # [text, item] not yet released
         self._in_call = False
         self._bare = False  # the call is a bare JSON object (Llama 3), not after a marker
+        self._fenced = False  # the call may be a JSON object in a code fence: text unless it is a call
         self._at_start = True  # nothing but whitespace released so far
         self._call_text = ""  # the current call's markup released so far
         self.calls: list[ToolCall] = []
@@ -89,6 +91,12 @@ class ToolCallParser:
         """Outside a call: release text up to a marker (True: a call began, scan again)."""
         opening = self.syntax.opening
         at = text.find(opening)
+        fence = text.find(FENCE) if self.syntax.fenced_json else -1
+        if fence >= 0 and (at < 0 or fence < at):
+            out += self._take(fence, call=False)
+            self._begin_call()
+            self._fenced = True
+            return True
         if at >= 0:
             out += self._take(at, call=False)
             self._begin_call()
@@ -103,12 +111,16 @@ class ToolCallParser:
             if not body and not final:
                 return False  # only whitespace yet
         keep = 0 if final else _partial_suffix(text, opening)
+        if self.syntax.fenced_json and not final:
+            keep = max(keep, _partial_suffix(text, FENCE))
         out += self._take(len(text) - keep, call=False)
         return False
 
     def _scan_call(self, text: str, final: bool, out: list[Output]) -> bool:
         """Inside a call: once it is complete (or the answer ended), parse it (True: scan on)."""
         s = self.syntax
+        if self._fenced:
+            return self._scan_fence(text, final, out)
         if s.closing:
             at = text.find(s.closing)
             if at < 0 and not final:
@@ -159,6 +171,27 @@ class ToolCallParser:
             self._end_call(out, [found])
         else:
             self._end_call(out, self._from_value(value))
+        return True
+
+    def _scan_fence(self, text: str, final: bool, out: list[Output]) -> bool:
+        """A ```json block: a call when its object is one to a tool offered, else text as written."""
+        end = text.find(FENCE_END, len(FENCE))
+        if end < 0 and not final:
+            return False
+        end = end + len(FENCE_END) if end >= 0 else len(text)
+        try:
+            value = json.loads(text[len(FENCE) : end].removesuffix(FENCE_END))
+        except json.JSONDecodeError:
+            value = None
+        names = [v.get("name") for v in (value if isinstance(value, list) else [value]) if isinstance(v, dict)]
+        offered = not self.tool_names or all(n in self.tool_names for n in names)
+        self._fenced = False
+        if not (_looks_like_call(value) and offered):
+            self._in_call = False
+            out += self._take(end, call=False)
+            return True
+        out += self._take(end, call=True)
+        self._end_call(out, self._from_value(value))
         return True
 
     def _begin_call(self, bare: bool = False) -> None:

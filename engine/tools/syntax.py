@@ -3,7 +3,9 @@
 Three syntaxes cover the families the engine knows that were trained for tools:
 
 - hermes: `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, one block per call
-  (Qwen 2.5/3, Hermes 2/3, and the fallback rendering of engine/tools/fallback.py);
+  (Qwen 2.5/3, Hermes 2/3, and the fallback rendering of engine/tools/fallback.py); also the same
+  object in a ```json fence, which Qwen2.5-Coder writes instead (llama.cpp's Hermes parser takes it
+  too), when it names a tool offered;
 - llama3: a JSON object `{"name": ..., "parameters": {...}}` as the whole answer, or after
   `<|python_tag|>` (Llama 3.1-3.3);
 - mistral: `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`, or the newer
@@ -29,6 +31,7 @@ class ToolSyntax:
     bare_json: bool = False  # a JSON call object at the very start of the answer is a call too
     args_marker: str = ""  # between a call's name and its arguments, in the name-first form
     short_ids: bool = False  # call ids of 9 letters and digits (Mistral's templates check them)
+    fenced_json: bool = False  # a call object in a ```json code fence is a call too
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -36,7 +39,7 @@ class ToolSyntax:
         return tuple(m for m in (self.opening, self.closing, self.args_marker) if m)
 
 
-HERMES = ToolSyntax("hermes", "<tool_call>", "</tool_call>")
+HERMES = ToolSyntax("hermes", "<tool_call>", "</tool_call>", fenced_json=True)
 LLAMA3 = ToolSyntax("llama3", "<|python_tag|>", bare_json=True)
 MISTRAL = ToolSyntax("mistral", "[TOOL_CALLS]", args_marker="[ARGS]", short_ids=True)
 SYNTAXES = {s.name: s for s in (HERMES, LLAMA3, MISTRAL)}

@@ -274,3 +274,14 @@ def test_a_host_without_servers_opens_nothing(monkeypatch):
 
     assert attempts == []
     assert set(threading.enumerate()) == threads
+
+
+def test_close_from_a_calls_done_callback(host):
+    """A callback runs on the host's thread: closing from there cannot wait on itself, and must not hang."""
+    host.start(test_server(), timeout=WAIT_S)
+    call = host.call_async("test", "echo", {"text": "bye"})
+    call.add_done_callback(lambda _: host.close())
+    assert call.result(WAIT_S).text == "bye"
+    for thread in host_threads():
+        thread.join(WAIT_S)
+    assert host_threads() == []  # and the fixture checks that no child is left

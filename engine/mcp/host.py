@@ -63,7 +63,8 @@ class ToolCall:
         return self._future.done()
 
     def add_done_callback(self, fn) -> None:
-        """fn(self) once the call is over, on the host's thread: queue it to the GUI, do not touch widgets."""
+        """fn(self) once the call is over, on the host's thread (on the caller's, at once, when it is over
+        already): queue the outcome to the GUI's thread, never touch widgets in fn."""
         self._future.add_done_callback(lambda _: fn(self))
 
     def result(self, timeout: float | None = None) -> ToolResult:
@@ -267,12 +268,14 @@ class McpHost:
             loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
-        if thread is not threading.current_thread():
-            stopping = asyncio.run_coroutine_threadsafe(self._stop_all(), loop)
-            try:
-                stopping.result(timeout + _SLACK_S)
-            except Exception:  # noqa: BLE001 - closing goes on whatever a server did
-                log.warning("MCP servers did not all stop cleanly", exc_info=True)
+        if thread is threading.current_thread():  # from a done callback: it cannot wait on its own thread
+            loop.create_task(self._stop_all()).add_done_callback(lambda _: loop.stop())
+            return
+        stopping = asyncio.run_coroutine_threadsafe(self._stop_all(), loop)
+        try:
+            stopping.result(timeout + _SLACK_S)
+        except Exception:  # noqa: BLE001 - closing goes on whatever a server did
+            log.warning("MCP servers did not all stop cleanly", exc_info=True)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(STOP_TIMEOUT_S + _SLACK_S)
         if thread.is_alive():

@@ -85,6 +85,8 @@ def check_workspace_tools(host: McpHost, name: str, root: Path) -> None:
     assert [t.name for t in host.tools(name)] == ["read_file", "list_files", "search", "edit_file", "run_check"]
     read = next(t for t in host.tools(name) if t.name == "read_file")
     assert read.server == name and read.description and read.input_schema["required"] == ["path"]
+    assert read.as_openai()["function"]["name"] == "read_file"
+    assert read.as_openai()["function"]["parameters"]["properties"]["path"]["type"] == "string"
 
     assert host.call(name, "list_files", {}).text.splitlines() == ["README.md", "pkg/calc.py"]
     assert host.call(name, "read_file", {"path": "pkg/calc.py"}).text == "def add(a, b):\n    return a + b\n"

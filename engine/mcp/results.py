@@ -19,6 +19,14 @@ class ToolInfo:
     description: str
     input_schema: dict[str, Any]
 
+    def as_openai(self) -> dict[str, Any]:
+        """The tool in OpenAI's shape, as engine.tools.ToolSpec.from_openai and the local server take it."""
+        function: dict[str, Any] = {"name": self.name}
+        if self.description:
+            function["description"] = self.description
+        function["parameters"] = self.input_schema
+        return {"type": "function", "function": function}
+
 
 @dataclass(frozen=True)
 class ToolResult:

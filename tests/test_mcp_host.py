@@ -208,10 +208,16 @@ def test_a_call_is_cancelled_from_another_thread(host):
     assert host.call("test", "echo", {"text": "after"}).text == "after"
 
 
-def test_a_command_that_does_not_exist(host):
+def test_a_command_that_does_not_exist(host, tmp_path):
     with pytest.raises(McpServerError, match="'/no/such/program' was not found"):
         host.start(ServerConfig("ghost", command="/no/such/program"), timeout=WAIT_S)
     assert host.status("ghost").state == ServerState.FAILED
+    with pytest.raises(McpServerError, match="its folder '/no/such/folder' does not exist"):
+        host.start(ServerConfig("nowhere", command=sys.executable, cwd="/no/such/folder"), timeout=WAIT_S)
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\n")  # not made executable
+    with pytest.raises(McpServerError, match="Permission denied: .*server.sh"):
+        host.start(ServerConfig("denied", command=str(script)), timeout=WAIT_S)
 
 
 def test_a_server_that_exits_at_once_shows_its_stderr(host):

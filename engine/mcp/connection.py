@@ -53,7 +53,7 @@ def _describe(error: BaseException) -> str:
     if isinstance(error, httpx2.ConnectError):
         return f"could not connect ({error})" if str(error) else "could not connect"
     if isinstance(error, OSError) and error.strerror:
-        return error.strerror
+        return f"{error.strerror}: {error.filename}" if error.filename else error.strerror
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
@@ -241,6 +241,8 @@ class Connection:
                 self._with_stderr(f"{self.name} did not start: no answer in the time allowed"),
                 "The server may be waiting for something, or be slow to install itself on first use; try again.",
             )
+        elif isinstance(leaf, FileNotFoundError) and self.server.cwd and leaf.filename == self.server.cwd:
+            result = McpServerError(f"{self.name} did not start: its folder {self.server.cwd!r} does not exist")
         elif isinstance(leaf, FileNotFoundError) and not self.server.is_http:
             result = McpServerError(
                 f"{self.name} did not start: the command {self.server.command!r} was not found",

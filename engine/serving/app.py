@@ -29,12 +29,20 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine import DoneEvent, FinishReason, TokenEvent
+from engine import DoneEvent, FinishReason, MalformedToolCallEvent, TokenEvent, ToolCallEvent
 from engine.serving.config import HostRule, ServerConfig
 from engine.serving.documents import Grounding
 from engine.serving.fair_queue import QueueFull, Ticket
 from engine.serving.generation import EngineService, EventBridge, Failed, http_status
-from engine.serving.openai_api import ApiError, Defaults, Parsed, Shaper, parse_chat, parse_completion
+from engine.serving.openai_api import (
+    ApiError,
+    Defaults,
+    Parsed,
+    Shaper,
+    missing_call,
+    parse_chat,
+    parse_completion,
+)
 from engine.serving.request_log import RequestLog, RequestRecord
 
 PING_S = 15  # a comment line every 15 s keeps proxies from closing a stream that waits in the queue
@@ -158,7 +166,8 @@ class Api:
             error = ApiError(429, str(e), code="queue_full")
             self.service.log.finish(record, "rejected", 429, error.message)
             return error_response(error, headers={"Retry-After": "1"})
-        shaper = Shaper(chat, self.defaults.model_names[0])  # parse_* refused the request when none
+        # parse_* refused the request when no model is loaded
+        shaper = Shaper(chat, self.defaults.model_names[0], parsed.generation.parallel_tool_calls)
         if parsed.stream:
             record.status = 200
             return EventSourceResponse(self._stream(shaper, parsed, ticket, bridge, record), ping=PING_S)
@@ -174,11 +183,17 @@ class Api:
                 if isinstance(item, Grounding):
                     grounding = item  # its sources go in the last chunk, marked where the answer cites them
                 elif isinstance(item, TokenEvent):
-                    if item.text:
+                    if item.text and not item.tool_call:  # a call's markup goes out as delta.tool_calls
                         yield _event(shaper.token_chunk(item.text, item.reasoning))
+                elif isinstance(item, ToolCallEvent):
+                    for chunk in shaper.tool_call_chunks(item.call):
+                        yield _event(chunk)
+                elif isinstance(item, MalformedToolCallEvent):  # what the model wrote stays visible
+                    yield _event(shaper.token_chunk(item.malformed.raw, False))
                 elif isinstance(item, DoneEvent):
-                    if http_status(item) != 200:
-                        yield _event(_done_error(item).body())
+                    error = _done_error(item) if http_status(item) != 200 else missing_call(item, parsed.generation)
+                    if error is not None:
+                        yield _event(error.body())
                         continue
                     yield _event(shaper.last_chunk(item, parsed.generation.spec, ticket.queue_wait_s, grounding))
                     if parsed.include_usage:
@@ -221,6 +236,8 @@ class Api:
             return error_response(ApiError(503, "The request was cancelled before it ran.", code="cancelled"))
         if http_status(done) != 200:
             return error_response(_done_error(done))
+        if (error := missing_call(done, parsed.generation)) is not None:
+            return error_response(error)
         return JSONResponse(shaper.whole(done, parsed.generation.spec, ticket.queue_wait_s, grounding))
 
 

@@ -18,12 +18,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine import ChatMessage, DoneEvent, FinishReason, SamplingParams, SpecParams, TokenEvent
+from engine import (
+    ChatMessage,
+    DoneEvent,
+    FinishReason,
+    MalformedToolCallEvent,
+    SamplingParams,
+    SpecParams,
+    TokenEvent,
+    ToolCallEvent,
+)
 from engine.documents.library import LibraryError
 from engine.errors import user_message
 from engine.serving.documents import Documents
 from engine.serving.fair_queue import FairQueue, Ticket
 from engine.serving.request_log import RequestLog, RequestRecord
+from engine.tools import ToolChoice, ToolSpec
 
 if TYPE_CHECKING:  # the name only: importing Engine loads llama.cpp, which the app's start need not wait for
     from engine import Engine
@@ -40,6 +50,9 @@ class Generation:
     sampling: SamplingParams
     spec: SpecParams
     collections: tuple[str, ...] = ()  # the last user message is grounded in these (engine.serving.documents)
+    tools: tuple[ToolSpec, ...] = ()  # functions the model may call (Engine.chat's tools)
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool = True  # False: only the first call of an answer is returned
 
 
 @dataclass(frozen=True)
@@ -61,7 +74,8 @@ def http_status(done: DoneEvent) -> int:
 
 class EventBridge:
     """Items from the engine's thread to one coroutine, in order: a Grounding first when the question
-    was grounded in documents, then TokenEvents and a DoneEvent, or Failed."""
+    was grounded in documents, then TokenEvents (and ToolCallEvents, MalformedToolCallEvents) and a
+    DoneEvent, or Failed."""
 
     _END = object()
 
@@ -142,11 +156,18 @@ class EngineService:
                     )
                     record.n_passages = len(grounding.sources)
                     bridge.put(grounding)
-                events = engine.chat(messages, generation.sampling, generation.spec, ticket.cancel)
+                events = engine.chat(
+                    messages,
+                    generation.sampling,
+                    generation.spec,
+                    ticket.cancel,
+                    tools=generation.tools,
+                    tool_choice=generation.tool_choice,
+                )
             else:
                 events = engine.complete(generation.prompt, generation.sampling, generation.spec, ticket.cancel)
             for event in events:
-                if isinstance(event, TokenEvent):
+                if isinstance(event, (TokenEvent, ToolCallEvent, MalformedToolCallEvent)):
                     bridge.put(event)
                 elif isinstance(event, DoneEvent):
                     _fill(record, event)

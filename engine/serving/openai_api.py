@@ -1,9 +1,18 @@
 """OpenAI's request and response shapes: requests checked into Generations, answers shaped back.
 
 Only what the engine honours is accepted: temperature, top_p, max_tokens (max_completion_tokens),
-stop, seed, stream (with stream_options.include_usage), and llama-server's top_k and min_p. What it
-cannot do (n > 1, logprobs, tools, echo, images) is refused with a 400 naming the field, rather
-than silently ignored. Other fields (presence_penalty, user…) are ignored, as llama-server does.
+stop, seed, stream (with stream_options.include_usage), llama-server's top_k and min_p, and tools
+(tool_choice, parallel_tool_calls; `tool` messages and assistants' tool_calls). What it cannot do
+(n > 1, logprobs, the legacy functions, echo, images) is refused with a 400 naming the field,
+rather than silently ignored. Other fields (presence_penalty, user…) are ignored, as llama-server does.
+
+Tool calls are read out of the model's text (engine/tools): an answer that called has
+message.tool_calls (ids `call_...`, arguments a JSON string) and finish_reason "tool_calls"; a
+stream sends each call once it is complete, as delta.tool_calls[i] (id and name, then its whole
+arguments). Text the model meant as a call that is not a valid one stays in the content and is
+listed in specula.tool_call_errors. tool_choice "required" or a named function is asked of the
+model in its system prompt (no grammar forces it): an answer without the call is a 422,
+tool_call_missing, with the model's text in the message.
 
 Specula's own request field is `specula` (the openai client sends it through extra_body):
 `{"collections": ["notes"]}` answers a chat from those document collections; its answer then
@@ -12,16 +21,18 @@ carries `specula: {"sources": [...]}` beside `timings` and `speculation` (engine
 
 from __future__ import annotations
 
+import json
 import reprlib
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from engine import ChatMessage, DoneEvent, DrafterMode, FinishReason, SamplingParams, SpecParams
 from engine.serving import figures
 from engine.serving.documents import Grounding
 from engine.serving.generation import Generation
+from engine.tools import ToolCall, ToolChoice, ToolChoiceMode, ToolSpec
 
 MAX_STOP_STRINGS = 16
 MAX_COLLECTIONS = 32  # collections one request may name
@@ -69,19 +80,24 @@ def parse_chat(body: Any, defaults: Defaults) -> Parsed:
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise ApiError(400, "messages must be a non-empty list of {role, content} objects.", "messages")
-    for name in ("tools", "functions"):
-        if body.get(name):
-            raise ApiError(400, f"{name}: function calling is not supported by this server.", name)
+    if body.get("functions") or body.get("function_call"):
+        raise ApiError(400, "functions: the legacy function calling is not supported; send tools.", "functions")
     fmt = body.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type", "text") != "text":
         raise ApiError(400, "response_format: only text answers are supported.", "response_format")
-    messages = tuple(_message(m, i) for i, m in enumerate(raw))
+    messages = _named_results(tuple(_message(m, i) for i, m in enumerate(raw)))
+    tools = _tools(body.get("tools"))
+    tool_choice = _tool_choice(body.get("tool_choice"), tools)
+    parallel = body.get("parallel_tool_calls", True)
+    if not isinstance(parallel, bool):
+        raise ApiError(400, "parallel_tool_calls must be true or false.", "parallel_tool_calls")
     collections = _collections(body)
     if collections and not any(m.role == "user" for m in messages):
         raise ApiError(
             400, "specula.collections grounds the last user message, and messages hold none.", "specula.collections"
         )
-    return _parsed(body, defaults, Generation(messages, "", *_params(body, defaults), collections))
+    generation = Generation(messages, "", *_params(body, defaults), collections, tools, tool_choice, parallel)
+    return _parsed(body, defaults, generation)
 
 
 def parse_completion(body: Any, defaults: Defaults) -> Parsed:
@@ -155,6 +171,76 @@ def _collections(body: dict) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def _tools(raw: Any) -> tuple[ToolSpec, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ApiError(400, "tools must be a list of function tools.", "tools")
+    tools = []
+    for i, tool in enumerate(raw):
+        try:
+            tools.append(ToolSpec.from_openai(tool))
+        except ValueError as e:
+            raise ApiError(400, f"tools[{i}]: {e}.", f"tools[{i}]") from None
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise ApiError(400, "tools: each function must have its own name.", "tools")
+    return tuple(tools)
+
+
+def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> ToolChoice | None:
+    """OpenAI's tool_choice: "auto" (the default with tools), "none", "required" or {"type": "function", ...}."""
+    if raw is None:
+        return ToolChoice() if tools else None
+    if isinstance(raw, str) and raw in ("auto", "none", "required"):
+        choice = ToolChoice(ToolChoiceMode(raw))
+    elif isinstance(raw, dict) and raw.get("type") == "function" and isinstance(raw.get("function"), dict):
+        choice = ToolChoice(ToolChoiceMode.FUNCTION, str(raw["function"].get("name") or ""))
+        if choice.name not in {t.name for t in tools}:
+            raise ApiError(400, f"tool_choice names {choice.name!r}, which is not one of the tools.", "tool_choice")
+    else:
+        raise ApiError(
+            400,
+            'tool_choice must be "auto", "none", "required" or {"type": "function", "function": {"name": ...}}.',
+            "tool_choice",
+        )
+    if choice.must_call and not tools:
+        raise ApiError(400, f"tool_choice is {raw!r}, but the request offers no tools.", "tool_choice")
+    return choice
+
+
+def _tool_calls(raw: Any, where: str) -> tuple[ToolCall, ...]:
+    """An assistant message's tool_calls, as the API writes them (arguments a JSON string)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ApiError(400, f"{where}.tool_calls must be a list.", f"{where}.tool_calls")
+    calls = []
+    for i, call in enumerate(raw):
+        at = f"{where}.tool_calls[{i}]"
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise ApiError(400, f"{at} must be {{id, type: function, function: {{name, arguments}}}}.", at)
+        arguments = function.get("arguments") or "{}"
+        try:
+            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except json.JSONDecodeError as e:
+            raise ApiError(400, f"{at}.function.arguments is not JSON: {e}.", f"{at}.function.arguments") from None
+        if not isinstance(parsed, dict):
+            raise ApiError(400, f"{at}.function.arguments must be a JSON object.", f"{at}.function.arguments")
+        call_id = call.get("id")
+        calls.append(ToolCall(call_id if isinstance(call_id, str) else "", function["name"], parsed))
+    return tuple(calls)
+
+
+def _named_results(messages: tuple[ChatMessage, ...]) -> tuple[ChatMessage, ...]:
+    """Each tool result named after the call it answers, when the request did not name it."""
+    names = {c.id: c.name for m in messages for c in m.tool_calls if c.id}
+    return tuple(
+        replace(m, name=names.get(m.tool_call_id, "")) if m.role == "tool" and not m.name else m for m in messages
+    )
+
+
 def _message(m: Any, i: int) -> ChatMessage:
     where = f"messages[{i}]"
     if not isinstance(m, dict):
@@ -162,9 +248,9 @@ def _message(m: Any, i: int) -> ChatMessage:
     role = m.get("role")
     if role == "developer":  # OpenAI's newer name for the system role
         role = "system"
-    if role not in ("system", "user", "assistant"):
+    if role not in ("system", "user", "assistant", "tool"):
         raise ApiError(
-            400, f"{where}.role must be system, developer, user or assistant; got {role!r}.", f"{where}.role"
+            400, f"{where}.role must be system, developer, user, assistant or tool; got {role!r}.", f"{where}.role"
         )
     content = m.get("content")
     if content is None and role == "assistant":
@@ -179,7 +265,15 @@ def _message(m: Any, i: int) -> ChatMessage:
     if not isinstance(content, str):
         raise ApiError(400, f"{where}.content must be a string or a list of text parts.", f"{where}.content")
     reasoning = m.get("reasoning_content") if role == "assistant" else ""
-    return ChatMessage(role, content, reasoning if isinstance(reasoning, str) else "")
+    reasoning = reasoning if isinstance(reasoning, str) else ""
+    if role == "assistant":
+        return ChatMessage(role, content, reasoning, tool_calls=_tool_calls(m.get("tool_calls"), where))
+    if role == "tool":
+        call_id, name = m.get("tool_call_id") or "", m.get("name") or ""
+        if not isinstance(call_id, str) or not isinstance(name, str):
+            raise ApiError(400, f"{where}.tool_call_id and name must be strings.", f"{where}.tool_call_id")
+        return ChatMessage(role, content, tool_call_id=call_id, name=name)
+    return ChatMessage(role, content)
 
 
 def _params(body: dict, defaults: Defaults) -> tuple[SamplingParams, SpecParams]:
@@ -262,7 +356,25 @@ def finish_reason(done: DoneEvent) -> str:
     """OpenAI's finish_reason: a full context is "length", as with OpenAI."""
     if done.finish_reason in (FinishReason.LENGTH, FinishReason.CONTEXT):
         return "length"
-    return "stop"
+    return "tool_calls" if done.finish_reason == FinishReason.TOOL_CALLS else "stop"
+
+
+def missing_call(done: DoneEvent, generation: Generation) -> ApiError | None:
+    """tool_choice required a call (any, or the one named) and the finished answer has none: a 422."""
+    choice = generation.tool_choice
+    if choice is None or not choice.must_call or done.tool_calls or done.finish_reason != FinishReason.STOP:
+        return None
+    what = f"a call to {choice.name}" if choice.mode == ToolChoiceMode.FUNCTION else "a tool call"
+    said = done.text or "".join(m.raw for m in done.malformed_calls)
+    why = "; ".join(m.reason for m in done.malformed_calls)
+    return ApiError(
+        422,
+        f"tool_choice required {what}, but the model answered without one"
+        + (f" ({why})" if why else "")
+        + f": {reprlib.repr(said)}",
+        "tool_choice",
+        "tool_call_missing",
+    )
 
 
 def extras(done: DoneEvent, spec: SpecParams, queue_wait_s: float, grounding: Grounding | None = None) -> dict:
@@ -272,16 +384,23 @@ def extras(done: DoneEvent, spec: SpecParams, queue_wait_s: float, grounding: Gr
         "timings": figures.timings(done.stats, queue_wait_s),
         "speculation": figures.speculation(done.stats, spec),
     }
+    specula = {}
     if grounding is not None:
-        fields["specula"] = {"sources": grounding.records(done.text)}
+        specula["sources"] = grounding.records(done.text)
+    if done.malformed_calls:
+        specula["tool_call_errors"] = [{"text": m.raw, "reason": m.reason} for m in done.malformed_calls]
+    if specula:
+        fields["specula"] = specula
     return fields
 
 
 class Shaper:
     """Builds the response objects of one request (chat or completion), streamed or whole."""
 
-    def __init__(self, chat: bool, model: str):
+    def __init__(self, chat: bool, model: str, parallel_tool_calls: bool = True):
         self.chat, self.model = chat, model
+        self.parallel_tool_calls = parallel_tool_calls  # False: only an answer's first call goes out
+        self.n_calls = 0  # tool calls streamed so far
         self.id = new_id("chatcmpl" if chat else "cmpl")
         self.created = int(time.time())
 
@@ -303,6 +422,23 @@ class Shaper:
             return self._envelope(True, [{"index": 0, "delta": delta, "finish_reason": None}])
         return self._envelope(True, [{"index": 0, "text": text, "logprobs": None, "finish_reason": None}])
 
+    def tool_call_chunks(self, call: ToolCall) -> list[dict]:
+        """A complete call, streamed as OpenAI does: its id and name, then its arguments (here in one piece)."""
+        if self.n_calls and not self.parallel_tool_calls:
+            return []
+        index = self.n_calls
+        self.n_calls += 1
+        head = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+        args = {"index": index, "function": {"arguments": call.arguments_json}}
+        return [
+            self._envelope(True, [{"index": 0, "delta": {"tool_calls": [part]}, "finish_reason": None}])
+            for part in (head, args)
+        ]
+
+    def _calls(self, done: DoneEvent) -> list[dict]:
+        calls = [c.as_openai() for c in done.tool_calls]
+        return calls if self.parallel_tool_calls else calls[:1]
+
     def last_chunk(
         self, done: DoneEvent, spec: SpecParams, queue_wait_s: float, grounding: Grounding | None = None
     ) -> dict:
@@ -318,7 +454,10 @@ class Shaper:
 
     def whole(self, done: DoneEvent, spec: SpecParams, queue_wait_s: float, grounding: Grounding | None = None) -> dict:
         if self.chat:
-            message = {"role": "assistant", "content": done.text}
+            text = done.text + "".join(m.raw for m in done.malformed_calls)  # a botched call stays visible
+            message = {"role": "assistant", "content": text or (None if done.tool_calls else "")}
+            if done.tool_calls:
+                message["tool_calls"] = self._calls(done)
             if done.reasoning:
                 message["reasoning_content"] = done.reasoning
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason(done)}

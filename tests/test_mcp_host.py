@@ -3,6 +3,7 @@
 Timeouts here only bound hangs: they are generous, and no test asserts how long anything took.
 """
 
+import http.server
 import os
 import re
 import socket
@@ -139,7 +140,7 @@ def test_a_streamable_http_server_on_loopback(host, workspace):
         host.start(ServerConfig("web", url=url, allow_network=True, headers={"X-Note": "sent"}), timeout=WAIT_S)
         check_workspace_tools(host, "web", workspace)
 
-        with pytest.raises(McpServerError, match="web404 did not start"):
+        with pytest.raises(McpServerError, match="web404 did not start: the server answered HTTP 404 Not Found"):
             host.start(
                 ServerConfig("web404", url=url.replace("/mcp", "/nothing-here"), allow_network=True), timeout=WAIT_S
             )
@@ -157,6 +158,32 @@ def test_nothing_listening_at_the_url(host):
         with pytest.raises(McpServerError, match="quiet did not start: could not connect"):
             host.start(ServerConfig("quiet", url=url, allow_network=True), timeout=WAIT_S)
     assert host.status("quiet").state == ServerState.FAILED
+
+
+def test_an_http_server_that_refuses_the_token(host):
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_DELETE = do_POST
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    serving = threading.Thread(target=server.serve_forever)
+    serving.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+        with pytest.raises(McpServerError, match="locked did not start: the server answered HTTP 401") as refused:
+            host.start(ServerConfig("locked", url=url, headers={"Authorization": "Bearer wrong"}, allow_network=True))
+        assert "token" in refused.value.hint
+    finally:
+        server.shutdown()
+        serving.join()
+        server.server_close()
 
 
 def test_results_text_images_and_errors(host):

@@ -155,6 +155,7 @@ class Connection:
         self._task: asyncio.Task | None = None
         self._scope: anyio.CancelScope | None = None
         self._stderr: StderrTail | None = None
+        self._http_error = ""  # the last HTTP error status an HTTP server answered with
 
     @property
     def name(self) -> str:
@@ -248,6 +249,13 @@ class Connection:
                 f"{self.name} did not start: the command {self.server.command!r} was not found",
                 "Check the command, or give its full path (the app may not see your shell's PATH).",
             )
+        elif self._http_error:
+            what = "did not start" if starting else "stopped"
+            refused = self._http_error.startswith(("HTTP 401", "HTTP 403"))
+            result = McpServerError(
+                f"{self.name} {what}: the server answered {self._http_error}",
+                "Check the token or key in the server's headers." if refused else "",
+            )
         else:
             what = "did not start" if starting else "stopped"
             result = McpServerError(
@@ -275,10 +283,11 @@ class Connection:
         if self.server.is_http:
             if not self.server.allow_network:
                 raise McpServerError(f"{self.name}: not allowed on the network", "Allow it in the server's settings.")
-            async with (
-                create_mcp_http_client(headers=dict(self.server.headers) or None) as http,
-                streamable_http_client(self.server.url, http_client=http) as streams,
-            ):
+            http = create_mcp_http_client(headers=dict(self.server.headers) or None)
+            # The SDK turns an HTTP error into "Server returned an error response": its status is kept here
+            # to say which (401 and 403 mean the headers' token, 404 the address).
+            http.event_hooks["response"].append(self._note_http_status)
+            async with http, streamable_http_client(self.server.url, http_client=http) as streams:
                 yield streams
             return
         self._stderr = StderrTail(self.name)
@@ -295,6 +304,10 @@ class Connection:
                 yield streams
         finally:
             errlog.close()
+
+    async def _note_http_status(self, response: httpx2.Response) -> None:
+        if response.status_code >= 400:
+            self._http_error = f"HTTP {response.status_code} {response.reason_phrase}".strip()
 
     async def _list_tools(self, client: Client) -> tuple[ToolInfo, ...]:
         if client.server_capabilities.tools is None:  # a server of prompts or resources only: no tools to offer
@@ -332,7 +345,9 @@ class Connection:
                             self._with_stderr(f"{self.name} stopped during the call to {tool}: {e.message}"),
                             stderr_tail=self.stderr_lines(),
                         ) from None
-                    raise McpServerError(f"{self.name} refused the call to {tool}: {e.message}") from None
+                    generic = e.message == "Server returned an error response"  # the SDK's words for any HTTP error
+                    reason = f"the server answered {self._http_error}" if generic and self._http_error else e.message
+                    raise McpServerError(f"{self.name} refused the call to {tool}: {reason}") from None
                 except (httpx2.HTTPError, OSError) as e:
                     raise McpServerError(f"{self.name}: the call to {tool} failed: {_describe(e)}") from None
         if scope.cancelled_caught:

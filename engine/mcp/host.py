@@ -2,11 +2,14 @@
 
 The SDK is asyncio; the app and the engine are threads. McpHost owns one background thread that runs an
 event loop, started with the first server (a host with no servers has no thread, no loop, no socket),
-and every public method hands work to that loop and waits on a future, always with a timeout. No
-method may be called from the loop's own thread (from inside a tool callback): it would wait on itself.
+and every public method hands work to that loop and waits on a future, always with a timeout. The
+*_async methods return at once (a GUI thread uses those and never waits). Done callbacks run on the
+host's thread: from there only the *_async methods and close() may be called (the blocking ones raise
+RuntimeError rather than wait on themselves).
 
     host = McpHost()
-    tools = host.start(config.servers["files"], secrets={...})    # blocks up to start_timeout
+    tools = host.start(config.servers["files"], secrets={...})    # blocks up to its timeout
+    future = host.start_async(server, secrets)                     # or not: a concurrent.futures.Future
     call = host.call_async("files", "read_file", {"path": "a.py"}, timeout=60)
     call.cancel()                                                  # from any thread
     call.result()                                                  # ToolResult, or raises an McpError

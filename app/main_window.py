@@ -244,7 +244,9 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def start(self) -> None:
-        """Load the configured models; on a first start, find the starter pair or welcome the user."""
+        """Load the configured models; on a first start, find the starter pair or welcome the user.
+        The document collections catch up with their folders and are watched from now on."""
+        self.documents.keep_up_to_date()
         s = self.settings
         if not s.target.path and not s.model_choice_lost:  # never over a choice that could not be read
             from engine.models import starter

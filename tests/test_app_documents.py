@@ -95,7 +95,8 @@ def test_a_chat_answers_from_its_collection_with_sources_shown_stored_and_export
     first = panel.row(1)
     assert f"[1] {answer.sources[0].where()}" in first.line.text() and not first.passage.isVisible()
     first.line.linkActivated.emit("show")  # as a click on the row: the passage itself shows under it
-    assert first.passage.isVisible() and '"NOTICE" text file' in first.passage.text()
+    assert first.open and '"NOTICE" text file' in first.passage.text()
+    qtbot.waitUntil(first.passage.isVisible, timeout=5_000)  # shown once Qt has laid the row out again
     window.grab().save(str(isolated_home / "chat-with-sources.png"))
 
     stored = window.store.messages(window.session.conversation.id)[-1]

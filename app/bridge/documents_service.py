@@ -6,6 +6,10 @@ happens comes back as signals, delivered on the GUI thread. An update reports it
 times a second and can be paused, resumed and cancelled from the GUI thread (its Controls); a
 cancelled update keeps every file it stored. Shutdown cancels the running job and waits a moment.
 
+Kept up to date (keep_up_to_date, once the window is up): every collection is updated once, for
+what changed while the app was closed, and then its folders are watched (engine.documents.watch);
+a change, once settled, queues an update of that collection, only one waiting per collection.
+
 The answer itself searches the index on the engine's thread, with a connection of its own (WAL:
 an update going on does not block it).
 """
@@ -24,6 +28,7 @@ from PySide6.QtCore import QObject, Signal
 
 from engine.documents import indexer
 from engine.documents.library import Library, read_collections, read_definitions
+from engine.documents.watch import FolderWatcher
 from engine.errors import EngineError, user_message
 from engine.paths import documents_dir
 
@@ -58,6 +63,11 @@ class DocumentsService(QObject):
         self.controls = indexer.Controls()
         self._jobs: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._watching = False
+        self._watcher: FolderWatcher | None = None
+        self._waiting: set[str] = set()  # collections with an update queued and not yet started
+        self._waiting_lock = threading.Lock()
+        self._closed = False
 
     # -- reading (GUI thread, quick) --------------------------------------------------------------
 
@@ -103,6 +113,13 @@ class DocumentsService(QObject):
         """Bring the collection's index up to date (progress, then indexed)."""
         self._submit(lambda library: self._update(library, name))
 
+    def keep_up_to_date(self) -> None:
+        """Update every collection for what changed while the app was closed, then watch their folders
+        (and those of collections added later). No collection: no thread until one is added."""
+        self._watching = True
+        if self.names():
+            self._submit(lambda library: [self._changed(c.name) for c in library.collections()])
+
     def pause(self) -> None:
         self.controls.pause()
         self.paused_changed.emit(True)
@@ -122,6 +139,9 @@ class DocumentsService(QObject):
 
     def shutdown(self, wait_s: float = 5.0) -> bool:
         """Cancel what runs, skip what waits, and wait for the thread (wait_s at most); True if it ended."""
+        self._closed = True
+        if self._watcher is not None:
+            self._watcher.close()
         thread = self._thread
         if thread is None:
             return True
@@ -138,6 +158,8 @@ class DocumentsService(QObject):
     # -- the thread -------------------------------------------------------------------------------
 
     def _submit(self, job: Callable[[Library], object]) -> None:
+        if self._closed:
+            return
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._run, name="specula-documents", daemon=True)
             self._thread.start()
@@ -156,6 +178,7 @@ class DocumentsService(QObject):
                     log.exception("documents job failed")
                     self.failed.emit(user_message(e))
                 self.summaries_ready.emit(self._summaries(library))
+                self._watch(library)
         except Exception as e:  # noqa: BLE001 - the library cannot be opened at all
             log.exception("the document library cannot be opened")
             self.failed.emit(f"The document library cannot be opened: {user_message(e)}")
@@ -163,7 +186,28 @@ class DocumentsService(QObject):
             if library is not None:
                 library.close()
 
+    def _changed(self, name: str) -> None:
+        """The collection changed (the watcher's thread, or catching up): one update queued for it."""
+        with self._waiting_lock:
+            if name in self._waiting:
+                return
+            self._waiting.add(name)
+        self.update(name)
+
+    def _watch(self, library: Library) -> None:
+        """Watch the collections' sources as they are now (after any job may have changed them)."""
+        if not self._watching or self._closed:
+            return
+        sources = {c.name: c.sources for c in library.collections()}
+        if self._watcher is None and not sources:
+            return  # no collection: no watcher thread
+        if self._watcher is None:
+            self._watcher = FolderWatcher(self._changed)
+        self._watcher.watch(sources)
+
     def _update(self, library: Library, name: str) -> None:
+        with self._waiting_lock:
+            self._waiting.discard(name)  # a change from now on queues another update
         self.controls = indexer.Controls()
         self.indexing = name
         last = 0.0
@@ -186,8 +230,13 @@ class DocumentsService(QObject):
     def _embed(self, library: Library, name: str) -> None:
         """The vectors the collection's new passages lack, for hybrid search (keyword search works meanwhile)."""
         from engine.documents import vectors
-        from engine.documents.embeddings import Embedder
+        from engine.documents.embeddings import Embedder, model_key
 
+        try:
+            if not vectors.missing(library, name, model_key(library.embedding_model())):
+                return  # nothing new to embed: the model is not loaded
+        except OSError:
+            pass  # the model file is gone: loading it says so
         try:
             embedder = Embedder(library.embedding_model())
         except EngineError as e:

@@ -19,6 +19,7 @@ from engine.decoding.events import DoneEvent, Event, FinishReason
 from engine.decoding.policy import Calibration
 from engine.decoding.speculator import Speculator
 from engine.decoding.stats import AnswerStats
+from engine.decoding.tool_grammar import GrammarTrack, make_tool_grammar
 from engine.decoding.tool_stream import with_tool_calls
 from engine.errors import ContextFullError, ModelLoadError, OperationCancelled
 from engine.gguf.header import read_header
@@ -261,6 +262,7 @@ class Engine:
         documents: Sequence[str] = (),
         tools: Sequence[ToolSpec] = (),
         tool_choice: ToolChoice | None = None,
+        tool_grammar: bool = False,
     ) -> Iterator[Event]:
         """Stream the assistant's answer to a conversation (the last message is the user's, or a
         tool's result).
@@ -277,6 +279,10 @@ class Engine:
         and the DoneEvent lists them, with FinishReason.TOOL_CALLS when the answer stopped after
         calling. Run them and send back ChatMessage("tool", result, tool_call_id=call.id, name=call.name)
         after ChatMessage("assistant", done.text, tool_calls=done.tool_calls).
+        tool_grammar: once the model opens a call, constrain it with a lazy grammar so that it parses
+        and its arguments follow the tool's schema (the Hermes syntax only: Qwen, Hermes, the
+        fallback; engine/decoding/tool_grammar.py), verified losslessly; its cost is in
+        DoneEvent.stats.grammar_s.
         """
         t_request = time.perf_counter()
         sampling = sampling or SamplingParams()
@@ -293,8 +299,10 @@ class Engine:
         opening, closing = self.formatter.reasoning_markers
         splitter = ReasoningSplitter(opening, closing, thinking=self.formatter.opens_reasoning)
         self.speculator.documents.use([self.prompt_tokenizer.plain(text) for text in documents])
+        grammar = make_tool_grammar(self.target.vocab, self.formatter.tool_syntax, tools) if tool_grammar else None
+        track = GrammarTrack(grammar) if grammar is not None else None
         events = self.speculator.stream(
-            prompt, sampling, spec, cancel, stats, t_request, splitter, self._marker_pieces() if tools else None
+            prompt, sampling, spec, cancel, stats, t_request, splitter, self._marker_pieces() if tools else None, track
         )
         if tools:
             syntax = self.formatter.tool_syntax
@@ -309,6 +317,8 @@ class Engine:
                 yield event
         finally:
             self.speculator.documents.use([])
+            if track is not None:
+                track.close()
 
     def _remember(
         self, conversation: int, messages: Sequence[ChatMessage], prompt: list[int], finish, tools=(), choice=None

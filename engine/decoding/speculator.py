@@ -40,6 +40,7 @@ from engine.decoding.events import DoneEvent, Event, FinishReason, RoundEvent, T
 from engine.decoding.policy import AcceptanceTracker, Choice, CostModel, Option, best_choice
 from engine.decoding.sampling import Distribution, distribution, make_rng
 from engine.decoding.stats import AnswerStats, Round
+from engine.decoding.tool_grammar import GrammarTrack
 from engine.errors import ContextFullError, EngineError
 from engine.history.store import HistoryIndex
 from engine.llama.memory import CheckpointKind
@@ -172,11 +173,13 @@ class Speculator:
         t_request: float | None = None,
         reasoning: ReasoningSplitter | None = None,
         shown_as: Mapping[int, bytes] | None = None,
+        grammar: GrammarTrack | None = None,
     ) -> Iterator[Event]:
         """Stream the answer to prompt (token ids): per verification round a RoundEvent, then that
         round's TokenEvents; one DoneEvent last. reasoning, when given, splits a thinking block off
         the answer. shown_as: text for control tokens that otherwise show nothing (a tool-call
-        marker such as Mistral's [TOOL_CALLS], which the tool-call parser must see)."""
+        marker such as Mistral's [TOOL_CALLS], which the tool-call parser must see). grammar: constrain
+        each verified position with it (engine/decoding/tool_grammar.py), losslessly."""
         t_start = t_request or time.perf_counter()
         stats = stats or AnswerStats()
         stats.backend = self.target.backend
@@ -220,7 +223,7 @@ class Speculator:
             stats.n_prompt_evaluated = self.target.last_decoded + 1  # the last one goes with the first round
             t_gen = time.perf_counter()
             stats.prompt_s = t_gen - t_start
-            for verified in self._rounds(prompt, sampling, spec, cancel, show):
+            for verified in self._rounds(prompt, sampling, spec, cancel, show, grammar):
                 event = RoundEvent(
                     verified.round,
                     t_draft=verified.t_draft,
@@ -250,6 +253,8 @@ class Speculator:
             yield TokenEvent(part.piece.token, part.piece.text, part.piece.source, part.reasoning)
         # gen_s stays where the last round's event put it: the live figures end on the same one.
         stats.n_reasoning_tokens = split.n_reasoning_tokens
+        if grammar is not None:
+            stats.grammar_s, stats.n_grammar_rows = grammar.seconds, grammar.n_rows
         if split.entered and not stats.reasoning_s:
             stats.reasoning_s = stats.gen_s  # it never stopped thinking
         stats.target_step_s = self.costs.step_s  # after this answer's own plain steps updated it
@@ -265,6 +270,7 @@ class Speculator:
         spec: SpecParams,
         cancel: threading.Event | None,
         show: Callable[[int, TokenSource], bool],
+        grammar: GrammarTrack | None = None,
     ) -> Iterator[RoundTokens]:
         """Draft, verify in one batch, accept; per round the tokens committed. All of the prompt but its
         last token is in the target's cache already. show(token, source) hands each committed token to the
@@ -289,7 +295,13 @@ class Speculator:
             speculative = CheckpointKind.ROUND if draft.tokens and self._rolls_back else None
             logits = self.target.eval(committed + draft.tokens, len(draft) + 1, checkpoint=speculative)
             t1 = time.perf_counter()
+            if grammar is not None:  # each position as constrained plain decoding would see it
+                logits = grammar.constrain(
+                    logits, draft.tokens, sampling.greedy, self.target.is_eog, sampling.top_k, sampling.min_p
+                )
             verdict = self._verify(logits, draft, sampling, rng)
+            if grammar is not None:
+                grammar.commit(verdict.n_accepted, verdict.next_token, self.target.is_eog)
             t2 = time.perf_counter()
             self.costs.observe_verify(len(draft) + 1, t1 - t0)
             # Plain decoding pays one single-token step per token: priced from this round's own

@@ -84,6 +84,8 @@ class AnswerStats:
     # An answer computed by a remote server: its figures as plain data (source, n_drafted, n_accepted,
     # acceptance_rate, server_tps, client_tps, client_ttft_s, note, host); empty for a local answer.
     remote: dict = field(default_factory=dict)
+    grammar_s: float = 0.0  # spent constraining tool calls with their grammar (engine/decoding/tool_grammar.py)
+    n_grammar_rows: int = 0  # verified positions the grammar looked at
 
     def __post_init__(self):
         self.rounds = [Round.of(r) for r in self.rounds]

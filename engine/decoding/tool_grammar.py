@@ -1,0 +1,149 @@
+"""Tool calls constrained by a lazy grammar, verified losslessly.
+
+Once the model opens a call (`<tool_call>`, or a ```json fence at the very start of its answer) the
+call must be a JSON object naming one of the tools offered, with arguments that follow the tool's
+JSON schema (llama-cpp-python's schema converter writes the rules). Only the Hermes syntax (Qwen,
+Hermes, the fallback) has a grammar here; other families' calls are parsed unconstrained.
+
+Lossless: each verified position's logits are masked by the grammar in the state the draft tokens
+before it would leave it (a copy per position), the verification rule then runs on the masked rows
+as plain constrained decoding would sample them, and the grammar keeps only the copy of the accepted
+prefix, advanced by the round's own token. A draft token the grammar forbids has probability zero,
+so it is rejected like any other wrong guess. At temperature 0 a row is masked only when its argmax
+is forbidden (llama.cpp's sampler does the same): the argmax the grammar allows is all that counts.
+Above it, with top-k on, only the best candidates are checked (a few times k): the top k the grammar
+allows among them are the top k it allows at all, which is all the sampler keeps; with min-p on, a
+token less likely than all of them is also below min-p of the best one allowed, so they are enough
+then too. The whole vocabulary (some 150,000 token texts for Qwen, about 10 ms a row here) is
+checked only when neither holds. Plain decoding goes through the same function, so this is exactly
+what it samples from.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+from engine.llama.grammar import Grammar
+from engine.tools import HERMES, ToolSpec, ToolSyntax
+
+# JSON whitespace as models write it (the converter's own rule allows one space only).
+_SPACE = 'space ::= | " " | "\\n" [ \\t]{0,20}'
+
+
+def hermes_gbnf(tools: Sequence[ToolSpec]) -> str:
+    """The grammar of one or more <tool_call> blocks, or one ```json fence, each a call to a tool offered."""
+    schema = {
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {"name": {"const": t.name}, "arguments": t.parameters or {"type": "object"}},
+                "required": ["name", "arguments"],
+            }
+            for t in tools
+        ]
+    }
+    rules = json_schema_to_gbnf(json.dumps(schema), prop_order=["name", "arguments"]).splitlines()
+    rules = ["call ::=" + r[len("root ::=") :] if r.startswith("root ::=") else r for r in rules]
+    rules = [_SPACE if r.startswith("space ::=") else r for r in rules]
+    return "\n".join(
+        [
+            'root ::= tagged ( "\\n"* tagged )* | fenced',
+            'tagged ::= "<tool_call>" space call space "</tool_call>"',
+            'fenced ::= "```json" space call space "```"',
+            *rules,
+        ]
+    )
+
+
+# The grammar takes over from the marker (std::regex_match on the whole answer so far).
+HERMES_TRIGGERS = (r"[\s\S]*?(<tool_call>)[\s\S]*", r"\s*(```json)[\s\S]*")
+
+
+def make_tool_grammar(vocab, syntax: ToolSyntax, tools: Sequence[ToolSpec]) -> Grammar | None:
+    """A lazy grammar for these tools' calls, or None where the syntax has none here."""
+    if syntax != HERMES or not tools:
+        return None
+    return Grammar(vocab, hermes_gbnf(tools), HERMES_TRIGGERS)
+
+
+def _masked(state: Grammar, row: np.ndarray, top_k: int, min_p: float) -> np.ndarray:
+    """row with what the grammar forbids at -inf, as far as a top-k or min-p sampler can tell (see above)."""
+    n = len(row)
+    m = max(4 * top_k, 256)
+    if (top_k > 0 or min_p > 0.0) and m < n:
+        ids = np.argpartition(row, n - m)[n - m :]
+        kept = state.mask_ids(row, ids)
+        allowed = np.isfinite(kept)
+        enough = top_k > 0 and allowed.sum() >= top_k
+        below = allowed.any() and min_p > 0.0 and row[ids].min() - kept[allowed].max() < np.log(min_p)
+        if enough or below:
+            out = np.full(n, -np.inf, dtype=np.float32)
+            out[ids] = kept
+            return out
+    return state.mask(row)
+
+
+class GrammarTrack:
+    """The grammar through an answer's verification rounds; its cost measured."""
+
+    def __init__(self, grammar: Grammar):
+        self.grammar = grammar
+        self._states: list[Grammar] = []
+        self.seconds = 0.0  # spent masking and advancing
+        self.n_rows = 0  # verified positions it looked at
+
+    def constrain(
+        self,
+        logits: np.ndarray,
+        drafts: list[int],
+        greedy: bool,
+        is_eog: Callable[[int], bool],
+        top_k: int = 0,
+        min_p: float = 0.0,
+    ):
+        """The round's logits as the grammar allows them, one state per position along the draft."""
+        t0 = time.perf_counter()
+        out = logits
+        self._states = [self.grammar]
+        for i in range(len(drafts) + 1):
+            state, row = self._states[i], logits[i]
+            self.n_rows += 1
+            if not (greedy and state.allows(int(np.argmax(row)))):
+                if out is logits:
+                    out = np.array(logits, dtype=np.float32)
+                out[i] = _masked(state, row, 0 if greedy else top_k, 0.0 if greedy else min_p)
+            if i == len(drafts) or is_eog(drafts[i]) or not np.isfinite(out[i][drafts[i]]):
+                break  # the draft ends here, or is rejected here whatever the rule says
+            if greedy and drafts[i] != int(np.argmax(out[i])):
+                break
+            after = state.clone()
+            after.accept(drafts[i])
+            self._states.append(after)
+        self.seconds += time.perf_counter() - t0
+        return out
+
+    def commit(self, n_accepted: int, next_token: int, is_eog: Callable[[int], bool]) -> None:
+        """Keep the state after the accepted drafts, advanced by the round's own token."""
+        t0 = time.perf_counter()
+        if n_accepted < len(self._states):
+            kept = self._states[n_accepted]
+            if not is_eog(next_token):
+                kept.accept(next_token)
+        else:  # an accepted end of generation ended the draft: nothing follows it
+            kept = self._states[-1]
+        if kept is not self.grammar:
+            self.grammar.take(kept)
+        for state in self._states[1:]:
+            state.close()
+        self._states = []
+        self.seconds += time.perf_counter() - t0
+
+    def close(self) -> None:
+        for state in self._states[1:]:
+            state.close()
+        self.grammar.close()

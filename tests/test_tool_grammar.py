@@ -1,0 +1,49 @@
+"""Tool calls constrained by a lazy grammar on the starter pair, in a subprocess (tests/tool_grammar_checks.py:
+llama.cpp aborts the process on a grammar misuse): free text before a call, only a JSON call to a
+tool offered once it opens, no end of the answer inside one; constrained answers identical with and
+without drafting at temperature 0 (lossless), valid calls at 0.7, and what the grammar costs."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.models import REPO
+
+
+@pytest.fixture(scope="module")
+def checks(qwen_paths):
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.tool_grammar_checks", *qwen_paths],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_the_grammar_waits_for_a_call_then_holds_it_to_the_tools(checks):
+    assert checks["before"] == {" check": True, "<eos>": True}  # free text until a call opens
+    assert checks["opened"] == {"{": True, "Hello": False, "<eos>": False}
+    assert checks["name"] == {"get": True, "set": False, "<eos>": False}  # only a tool offered
+
+
+def test_constrained_calls_are_lossless_at_temperature_zero(checks):
+    answers = checks["answers"]
+    plain = answers["0.0/off/True"]
+    drafted = answers["0.0/draft/True"]
+    assert plain["calls"] == drafted["calls"] == [["get_weather", {"city": "Paris"}]]
+    assert plain["tokens"] == drafted["tokens"] and drafted["accepted"] > 0
+    # The model's own call was valid: the grammar changed nothing in it.
+    assert answers["0.0/off/False"]["tokens"] == plain["tokens"]
+    assert plain["grammar_rows"] >= len(plain["tokens"])
+
+
+def test_sampled_constrained_calls_parse(checks):
+    for mode in ("off", "draft"):
+        answer = checks["answers"][f"0.7/{mode}/True"]
+        assert answer["malformed"] == 0 and [c[0] for c in answer["calls"]] == ["get_weather"]
+        assert answer["grammar_rows"] > 0

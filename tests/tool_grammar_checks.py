@@ -1,0 +1,92 @@
+"""Run in a subprocess by tests/test_tool_grammar.py (a grammar made to accept a token it forbids
+aborts the process in llama.cpp): the tool-call grammar on the starter pair.
+
+    python -m tests.tool_grammar_checks TARGET DRAFT
+
+Prints one JSON line: what the grammar allows at a few points of a call on the real vocabulary,
+and per temperature and drafting mode the tool calls of one answer, its tokens and the grammar's
+cost.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams
+from engine.decoding.chat_engine import Engine
+from engine.decoding.events import TokenEvent
+from engine.decoding.tool_grammar import make_tool_grammar
+from engine.tools import HERMES, ToolSpec
+
+WEATHER = ToolSpec(
+    "get_weather",
+    "Get the current weather in a city.",
+    {
+        "type": "object",
+        "properties": {"city": {"type": "string", "description": "The city name"}},
+        "required": ["city"],
+    },
+)
+SYSTEM = (
+    "You are a helpful assistant. Use the tools when needed, "
+    "then answer the user in plain words from the tool's result."
+)
+QUESTION = [ChatMessage("system", SYSTEM), ChatMessage("user", "What is the weather like in Paris right now?")]
+
+
+def allowed(engine: Engine, written: str, candidates: list[str]) -> dict[str, bool]:
+    """After the answer so far is `written`, which candidate texts may come next (each one token)."""
+    grammar = make_tool_grammar(engine.target.vocab, HERMES, [WEATHER])
+    try:
+        for token in engine.prompt_tokenizer.plain(written):
+            grammar.accept(token)
+        out = {}
+        for text in candidates:
+            (token,) = (
+                engine.prompt_tokenizer.plain(text)
+                if text != "<eos>"
+                else [engine.target.info.tokens.index("<|im_end|>")]
+            )
+            out[text] = grammar.allows(token)
+        return out
+    finally:
+        grammar.close()
+
+
+def answer(engine: Engine, temperature: float, mode: DrafterMode, grammar: bool) -> dict:
+    sampling = SamplingParams(temperature=temperature, max_tokens=100, seed=5)
+    spec = SpecParams(mode=mode, draft_length=4 if temperature else None)
+    events = list(engine.chat(QUESTION, sampling, spec, tools=[WEATHER], tool_grammar=grammar))
+    done = events[-1]
+    return {
+        "calls": [[c.name, c.arguments] for c in done.tool_calls],
+        "malformed": len(done.malformed_calls),
+        "tokens": [e.token for e in events if isinstance(e, TokenEvent)],
+        "accepted": done.stats.n_accepted,
+        "grammar_s": done.stats.grammar_s,
+        "grammar_rows": done.stats.n_grammar_rows,
+    }
+
+
+def main(target: str, draft: str) -> None:
+    engine = Engine(ModelSpec(target, n_ctx=4096), ModelSpec(draft, n_ctx=4096))
+    try:
+        result = {
+            "before": allowed(engine, "Let me", [" check", "<eos>"]),
+            "opened": allowed(engine, "<tool_call>\n", ["{", "Hello", "<eos>"]),
+            "name": allowed(engine, '<tool_call>\n{"name": "', ["get", "set", "<eos>"]),
+            "answers": {
+                f"{t}/{mode.value}/{g}": answer(engine, t, mode, g)
+                for t in (0.0, 0.7)
+                for mode in (DrafterMode.OFF, DrafterMode.DRAFT_MODEL)
+                for g in (False, True)
+            },
+        }
+    finally:
+        engine.close()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -147,16 +147,27 @@ def test_required_is_asked_of_the_model(client):
     assert answer.finish_reason == "tool_calls" and answer.message.tool_calls[0].function.name == "get_weather"
 
 
-def test_required_without_a_call_is_a_clear_error(client):
-    """No grammar forces the call: a model that answers anyway gets the client a 422 saying so."""
+def test_required_is_forced_by_the_grammar(client):
+    """Unconstrained, the model writes the haiku; required holds its answer to calls from the first token."""
     haiku = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Write a haiku about the sea."}]
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
-        ask(client, haiku, tool_choice="required")
-    assert refused.value.body["code"] == "tool_call_missing"
-    assert "answered without one" in refused.value.body["message"]
-    chunks = ask(client, haiku, tool_choice="required", stream=True)
-    with pytest.raises(openai.APIError, match="answered without one"):
-        list(chunks)
+    assert not ask(client, haiku).choices[0].message.tool_calls
+    answer = ask(client, haiku, tool_choice="required").choices[0]
+    assert answer.finish_reason == "tool_calls" and answer.message.tool_calls[0].function.name == "get_weather"
+    assert "city" in json.loads(answer.message.tool_calls[0].function.arguments)  # its schema's required field
+
+
+def test_required_without_a_call_is_a_clear_error():
+    """A model whose family has no grammar here may answer anyway: the client gets a 422 saying so."""
+    from engine import DoneEvent, FinishReason, SamplingParams, SpecParams, ToolChoice, ToolChoiceMode
+    from engine.decoding.stats import AnswerStats
+    from engine.serving.generation import Generation
+    from engine.serving.openai_api import missing_call
+
+    done = DoneEvent(FinishReason.STOP, AnswerStats(), "Waves fold into foam")
+    required = Generation((), "", SamplingParams(), SpecParams(), tool_choice=ToolChoice(ToolChoiceMode.REQUIRED))
+    error = missing_call(done, required)
+    assert error.status == 422 and error.code == "tool_call_missing" and "Waves fold" in error.message
+    assert missing_call(done, Generation((), "", SamplingParams(), SpecParams(), tool_choice=ToolChoice())) is None
 
 
 def test_parallel_tool_calls_false_returns_the_first_call_only():

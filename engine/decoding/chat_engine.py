@@ -282,7 +282,8 @@ class Engine:
         tool_grammar: once the model opens a call, constrain it with a lazy grammar so that it parses
         and its arguments follow the tool's schema (the Hermes syntax only: Qwen, Hermes, the
         fallback; engine/decoding/tool_grammar.py), verified losslessly; its cost is in
-        DoneEvent.stats.grammar_s.
+        DoneEvent.stats.grammar_s. With tool_choice required or a named function the grammar holds
+        from the first token: the answer is calls and nothing else.
         """
         t_request = time.perf_counter()
         sampling = sampling or SamplingParams()
@@ -299,7 +300,10 @@ class Engine:
         opening, closing = self.formatter.reasoning_markers
         splitter = ReasoningSplitter(opening, closing, thinking=self.formatter.opens_reasoning)
         self.speculator.documents.use([self.prompt_tokenizer.plain(text) for text in documents])
-        grammar = make_tool_grammar(self.target.vocab, self.formatter.tool_syntax, tools) if tool_grammar else None
+        grammar = None
+        if tool_grammar and tools:
+            forced = tool_choice is not None and tool_choice.must_call
+            grammar = make_tool_grammar(self.target.vocab, self.formatter.tool_syntax, tools, forced)
         track = GrammarTrack(grammar) if grammar is not None else None
         events = self.speculator.stream(
             prompt, sampling, spec, cancel, stats, t_request, splitter, self._marker_pieces() if tools else None, track

@@ -35,8 +35,9 @@ from engine.tools import HERMES, ToolSpec, ToolSyntax
 _SPACE = 'space ::= | " " | "\\n" [ \\t]{0,20}'
 
 
-def hermes_gbnf(tools: Sequence[ToolSpec]) -> str:
-    """The grammar of one or more <tool_call> blocks, or one ```json fence, each a call to a tool offered."""
+def hermes_gbnf(tools: Sequence[ToolSpec], forced: bool = False) -> str:
+    """The grammar of one or more <tool_call> blocks, or one ```json fence, each a call to a tool offered
+    (forced: the answer is <tool_call> blocks and nothing else)."""
     schema = {
         "oneOf": [
             {
@@ -52,7 +53,7 @@ def hermes_gbnf(tools: Sequence[ToolSpec]) -> str:
     rules = [_SPACE if r.startswith("space ::=") else r for r in rules]
     return "\n".join(
         [
-            'root ::= tagged ( "\\n"* tagged )* | fenced',
+            'root ::= tagged ( "\\n"* tagged )*' + ("" if forced else " | fenced"),
             'tagged ::= "<tool_call>" space call space "</tool_call>"',
             'fenced ::= "```json" space call space "```"',
             *rules,
@@ -64,10 +65,13 @@ def hermes_gbnf(tools: Sequence[ToolSpec]) -> str:
 HERMES_TRIGGERS = (r"[\s\S]*?(<tool_call>)[\s\S]*", r"\s*(```json)[\s\S]*")
 
 
-def make_tool_grammar(vocab, syntax: ToolSyntax, tools: Sequence[ToolSpec]) -> Grammar | None:
-    """A lazy grammar for these tools' calls, or None where the syntax has none here."""
+def make_tool_grammar(vocab, syntax: ToolSyntax, tools: Sequence[ToolSpec], forced: bool = False) -> Grammar | None:
+    """A lazy grammar for these tools' calls, or None where the syntax has none here. forced (tool_choice
+    required, or a named function): not lazy, the answer must be calls from its first token."""
     if syntax != HERMES or not tools:
         return None
+    if forced:
+        return Grammar(vocab, hermes_gbnf(tools, forced=True))
     return Grammar(vocab, hermes_gbnf(tools), HERMES_TRIGGERS)
 
 

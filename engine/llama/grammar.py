@@ -33,15 +33,19 @@ class Grammar:
     """One grammar sampler's state. Not thread-safe; free it with close()."""
 
     def __init__(self, vocab, gbnf: str = "", patterns: Sequence[str] = (), root: str = "root", _sampler=None):
+        """patterns: the triggers of a lazy grammar (none: the grammar holds from the first token)."""
         self._vocab = vocab
         if _sampler is not None:
             self._smpl = _sampler
             return
-        keep = [p.encode() for p in patterns]
-        array = (ctypes.c_char_p * max(len(keep), 1))(*keep)
-        self._smpl = llama_cpp.llama_sampler_init_grammar_lazy_patterns(
-            vocab, gbnf.encode(), root.encode(), array, len(keep), None, 0
-        )
+        if patterns:
+            keep = [p.encode() for p in patterns]
+            array = (ctypes.c_char_p * len(keep))(*keep)
+            self._smpl = llama_cpp.llama_sampler_init_grammar_lazy_patterns(
+                vocab, gbnf.encode(), root.encode(), array, len(keep), None, 0
+            )
+        else:  # not lazy: constrained from the first token
+            self._smpl = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode(), root.encode())
         if not self._smpl:
             raise GrammarError("llama.cpp could not parse the tool-call grammar")
 

@@ -287,3 +287,37 @@ def test_the_terminal_chooses_an_embedding_model_and_indexes_searches_and_lists_
     assert "with vectors" not in docs("list")[1]
     with sqlite3.connect(tmp_path / "lib" / "index.sqlite3") as db:
         assert db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] == 6  # kept for when it is chosen again
+
+
+def test_a_passage_is_embedded_as_overlapping_windows_and_scored_by_its_best(library, tmp_path, embedder):
+    words = [f"w{i}" for i in range(400)]
+    parts = vectors.windows(" ".join(words), size=300, overlap=100)
+    assert len(parts) > 3 and vectors.windows("one short line") == ["one short line"]
+    assert all(len(p) <= 300 + 8 for p in parts)  # a window ends at the first word past its size
+    assert " ".join(parts[0].split() + [w for p in parts[1:] for w in p.split()]).split()[-1] == words[-1]
+    for before, after in zip(parts, parts[1:], strict=False):  # each starts inside the one before: no cut unseen
+        assert after.split()[0] in before.split() and after.split()[0] != before.split()[0]
+
+    folder = tmp_path / "long"
+    folder.mkdir()
+    filler = " ".join(f"The meeting minutes of week {i} list chairs, tables and the coffee rota." for i in range(12))
+    (folder / "minutes.md").write_text(f"# Minutes\n\n{filler} The lighthouse keeper feeds three cats.\n")
+    name = collection_of(library, folder)
+    vectors.update(library, name, embedder)
+    (blob,) = library.db.execute("SELECT vector FROM vectors").fetchone()
+    assert len(blob) // (2 * embedder.dim) == len(
+        vectors.windows(library.db.execute("SELECT text FROM passages").fetchone()[0])
+    )
+    question = embedder.embed_query("Who looks after the cats at the lighthouse?")
+    ((pid, best),) = vectors.nearest(library, [name], embedder.key, question, 5)
+    whole = embedder.embed_documents(
+        [vectors.document_text("Minutes", filler + " The lighthouse keeper feeds three cats.")]
+    )[0]
+    assert best > float(whole @ question)  # the window that holds the sentence says it more clearly than the whole
+
+    # An index written before windows holds one vector per passage: it is searched alike.
+    library.db.execute("UPDATE vectors SET vector = ?", (whole.astype(np.float16).tobytes(),))
+    library.db.commit()
+    library.vector_cache.clear()  # vectors are only ever inserted and deleted: the cache cannot see this rewrite
+    ((pid_old, score_old),) = vectors.nearest(library, [name], embedder.key, question, 5)
+    assert pid_old == pid and score_old == pytest.approx(float(whole @ question), abs=2e-3)

@@ -1,7 +1,15 @@
 """Passage vectors in the index: filled in by a pass of their own, searched exactly with numpy.
 
 Storage: a table in the same SQLite index (library.py), one row per passage and embedding model,
-the vector a float16 blob (unit length). Searching loads a collection's vectors into one numpy
+holding the vectors of the passage's windows as one float16 blob (unit rows, one after another).
+
+Windows: a passage (about 1,000 characters, ~250 tokens) is embedded as overlapping windows of
+about WINDOW_CHARS characters, each with the passage's heading, and scores by its best window.
+Small embedding models are trained on short texts (all-MiniLM-L6-v2 on 128 tokens) and one vector
+of a whole passage blurs its several points: on the licence questions of engine.bench_docs,
+vectors' recall@5 went from 0.60 (whole passages) to 0.77 (300-character windows), hybrid's from
+0.63 to 0.70, for about the same tokens embedded. A blob of one vector (an index written before
+windows) is a passage of one window and is searched alike. Searching loads a collection's vectors into one numpy
 matrix, kept between searches on the Library and loaded again only when the collection's vectors
 changed (their count and largest row id: ids are never reused), and scores every passage with
 one matrix product: exact search, not approximate. The matrix is kept as float32 (numpy converts
@@ -11,9 +19,10 @@ that as float16, converted a block at a time while scoring.
 Why not sqlite-vec: it is a compiled SQLite extension, so the desktop bundle would have to carry
 and sign a native library per platform, and Python builds without enable_load_extension (macOS's
 system Python, some distributions) could not use it at all; and its vec0 tables search by brute
-force too, so it would buy no speed. A desktop library of 10,000 to 100,000 passages is 15 to 150
-MB of float16 at 768 dimensions; on this project's 2-core CPU one search scored 10,000 in 2.5 ms
-and 100,000 in 30 ms (float32 in memory). Float16 halves the index's size against float32 and
+force too, so it would buy no speed. A desktop library of 10,000 to 100,000 passages, about four
+windows each, is 60 to 600 MB of float16 at 768 dimensions (half that at MiniLM's 384); on this
+project's 2-core CPU one search scored 10,000 vectors in 2.5 ms and 100,000 in 30 ms (float32 in
+memory). Float16 halves the index's size against float32 and
 moves a cosine by about 0.001, far less than the gap between a relevant passage and an irrelevant
 one. Vectors in the index itself also share its transactions: a passage deleted (its file changed,
 vanished or left the collection) takes its vectors with it, by a trigger, in the same transaction.
@@ -40,6 +49,8 @@ from engine.documents.indexer import Controls
 from engine.documents.library import Library, LibraryError
 
 BATCH = 32  # passages embedded and stored per transaction
+WINDOW_CHARS = 300  # of a passage's text per embedded window
+WINDOW_OVERLAP = 100  # characters a window repeats of the one before, so no sentence is only ever cut
 SCORE_ROWS = 16384  # rows turned to float32 at a time when scoring a float16 matrix
 FLOAT32_BYTES = 256 << 20  # a collection's matrix is kept as float32 up to this size (~87,000 vectors of 768)
 
@@ -85,9 +96,30 @@ class VectorReport:
 
 
 def document_text(heading: str, text: str) -> str:
-    """What is embedded for a passage: its heading path (the words a question may use for its
-    section) and its text."""
+    """What is embedded for a window of a passage: its heading path (the words a question may use
+    for its section) and its text."""
     return f"{heading}\n{text}" if heading else text
+
+
+def windows(text: str, size: int = WINDOW_CHARS, overlap: int = WINDOW_OVERLAP) -> list[str]:
+    """The passage's text in windows of about size characters, cut between words, each starting
+    about overlap characters before the last one ended; a short text is one window."""
+    words = text.split()
+    out: list[str] = []
+    start = 0
+    while True:
+        end, length = start, 0
+        while end < len(words) and (length < size or end == start):
+            length += len(words[end]) + 1
+            end += 1
+        out.append(" ".join(words[start:end]))
+        if end >= len(words):
+            return out
+        back, length = end, 0
+        while back > start + 1 and length < overlap:
+            back -= 1
+            length += len(words[back]) + 1
+        start = back
 
 
 def missing(library: Library, collection: str, model: str) -> int:
@@ -139,9 +171,12 @@ def update(
         if not rows:
             break
         after = rows[-1][0]
-        vectors = embedder.embed_documents([document_text(heading, text) for _, heading, text in rows])
+        parts = [[document_text(heading, w) for w in windows(text)] for _, heading, text in rows]
+        embedded = embedder.embed_documents([w for p in parts for w in p])
+        bounds = np.cumsum([0] + [len(p) for p in parts])
+        blobs = [embedded[bounds[i] : bounds[i + 1]].astype(np.float16).tobytes() for i in range(len(rows))]
         try:
-            stored = _store(library, name, embedder.key, rows, vectors)
+            stored = _store(library, name, embedder.key, rows, blobs)
         except sqlite3.OperationalError as e:
             raise LibraryError(
                 f"Embedding stopped: the index could not be written ({e}). "
@@ -155,18 +190,14 @@ def update(
     return report
 
 
-def _store(library: Library, collection: str, model: str, rows: list, vectors: np.ndarray) -> int:
+def _store(library: Library, collection: str, model: str, rows: list, blobs: list[bytes]) -> int:
     """One transaction; a passage stored only if it still holds the text that was embedded."""
-    blobs = vectors.astype(np.float16)
     with library.db:
         before = library.db.total_changes
         library.db.executemany(
             "INSERT OR IGNORE INTO vectors (passage_id, model, collection, vector) SELECT ?, ?, ?, ?"
             " WHERE EXISTS (SELECT 1 FROM passages WHERE id = ? AND heading = ? AND text = ?)",
-            [
-                (pid, model, collection, blobs[i].tobytes(), pid, heading, text)
-                for i, (pid, heading, text) in enumerate(rows)
-            ],
+            [(pid, model, collection, blobs[i], pid, heading, text) for i, (pid, heading, text) in enumerate(rows)],
         )
         return library.db.total_changes - before
 
@@ -174,18 +205,19 @@ def _store(library: Library, collection: str, model: str, rows: list, vectors: n
 @dataclass(frozen=True)
 class _Loaded:
     version: tuple[int, int]  # (count, largest id) of the collection's vectors when loaded
-    ids: np.ndarray  # passage ids, int64
-    matrix: np.ndarray  # (n, dim) unit rows: float32, or float16 for a very large collection
+    ids: np.ndarray  # passage ids, int64, one per passage
+    starts: np.ndarray  # the matrix row of each passage's first window (its windows are consecutive)
+    matrix: np.ndarray  # (windows, dim) unit rows: float32, or float16 for a very large collection
 
 
-def _loaded(library: Library, collection: str, model: str) -> _Loaded | None:
+def _loaded(library: Library, collection: str, model: str, dim: int) -> _Loaded | None:
     """The collection's vectors for this model, from the Library's cache while they are unchanged."""
     version = library.db.execute(
         "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM vectors WHERE model = ? AND collection = ?", (model, collection)
     ).fetchone()
     version = (int(version[0]), int(version[1]))
     cached = library.vector_cache.get((collection, model))
-    if cached is not None and cached.version == version:
+    if cached is not None and cached.version == version and cached.matrix.shape[1] == dim:
         return cached
     library.vector_cache.pop((collection, model), None)
     if version[0] == 0:
@@ -193,33 +225,37 @@ def _loaded(library: Library, collection: str, model: str) -> _Loaded | None:
     rows = library.db.execute(
         "SELECT passage_id, vector FROM vectors WHERE model = ? AND collection = ? ORDER BY id", (model, collection)
     ).fetchall()
-    dim = len(rows[0][1]) // 2
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    matrix = np.frombuffer(b"".join(r[1] for r in rows if len(r[1]) == 2 * dim), dtype=np.float16)
-    if len(matrix) != len(rows) * dim:  # another model's size under the same key: not usable
+    rows = [r for r in rows if r[1] and len(r[1]) % (2 * dim) == 0]  # another model's size under its key: unusable
+    if not rows:
         return None
-    matrix = matrix.reshape(len(rows), dim)
+    counts = np.fromiter((len(r[1]) // (2 * dim) for r in rows), dtype=np.int64, count=len(rows))
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float16).reshape(-1, dim)
     if matrix.size * 4 <= FLOAT32_BYTES:
         matrix = matrix.astype(np.float32)
-    loaded = _Loaded(version, ids, matrix)
+    loaded = _Loaded(version, ids, starts, matrix)
     library.vector_cache[(collection, model)] = loaded
     return loaded
 
 
 def nearest(library: Library, collections: list[str], model: str, query: np.ndarray, n: int) -> list[tuple[int, float]]:
-    """Up to n (passage id, cosine) of these collections closest to the query vector, best first;
-    [] when none of them has vectors for this model."""
+    """Up to n (passage id, cosine of its best window) of these collections closest to the query
+    vector, best first; [] when none of them has vectors for this model."""
     found_ids, found_scores = [], []
     query = np.asarray(query, dtype=np.float32)
     for collection in collections:
-        loaded = _loaded(library, collection, model)
-        if loaded is None or loaded.matrix.shape[1] != query.shape[0]:
+        loaded = _loaded(library, collection, model, query.shape[0])
+        if loaded is None:
             continue
         if loaded.matrix.dtype == np.float32:
-            scores = loaded.matrix @ query
+            windows_scores = loaded.matrix @ query
         else:
             blocks = range(0, len(loaded.matrix), SCORE_ROWS)
-            scores = np.concatenate([loaded.matrix[i : i + SCORE_ROWS].astype(np.float32) @ query for i in blocks])
+            windows_scores = np.concatenate(
+                [loaded.matrix[i : i + SCORE_ROWS].astype(np.float32) @ query for i in blocks]
+            )
+        scores = np.maximum.reduceat(windows_scores, loaded.starts)  # each passage by its best window
         top = np.argpartition(-scores, min(n, len(scores)) - 1)[:n] if len(scores) > n else np.arange(len(scores))
         found_ids.append(loaded.ids[top])
         found_scores.append(scores[top])

@@ -133,3 +133,15 @@ def test_other_json_fences_stay_text():
         parser = ToolCallParser(HERMES, ["get_weather"])
         stream(parser, [answer[i : i + 3] for i in range(0, len(answer), 3)])
         assert parser.text == answer and not parser.calls and not parser.malformed
+
+
+def test_a_bare_call_as_the_whole_answer_is_a_call_when_it_names_a_tool_offered():
+    """Qwen2.5-Coder 0.5B writes its calls bare, without tags or a fence."""
+    bare = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    parser = ToolCallParser(HERMES, ["get_weather"])
+    stream(parser, [bare[i : i + 5] for i in range(0, len(bare), 5)])
+    assert [(c.name, c.arguments) for c in parser.calls] == [("get_weather", {"city": "Paris"})]
+    for answer in ['{"name": "Ada", "arguments": {}}', '{"name": "Ada", "age": 36}', 'I said {"name": "get_weather"}']:
+        parser = ToolCallParser(HERMES, ["get_weather"])
+        stream(parser, [answer])
+        assert parser.text == answer and not parser.calls and not parser.malformed

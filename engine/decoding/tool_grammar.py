@@ -1,6 +1,6 @@
 """Tool calls constrained by a lazy grammar, verified losslessly.
 
-Once the model opens a call (`<tool_call>`, or a ```json fence at the very start of its answer) the
+Once the model opens a call (`<tool_call>`, or a ```json fence or `{` at the very start of its answer) the
 call must be a JSON object naming one of the tools offered, with arguments that follow the tool's
 JSON schema (llama-cpp-python's schema converter writes the rules). Only the Hermes syntax (Qwen,
 Hermes, the fallback) has a grammar here; other families' calls are parsed unconstrained.
@@ -36,8 +36,8 @@ _SPACE = 'space ::= | " " | "\\n" [ \\t]{0,20}'
 
 
 def hermes_gbnf(tools: Sequence[ToolSpec], forced: bool = False) -> str:
-    """The grammar of one or more <tool_call> blocks, or one ```json fence, each a call to a tool offered
-    (forced: the answer is <tool_call> blocks and nothing else)."""
+    """The grammar of one or more <tool_call> blocks, one ```json fence or one bare object, each a call to
+    a tool offered (forced: the answer is <tool_call> blocks and nothing else)."""
     schema = {
         "oneOf": [
             {
@@ -53,7 +53,7 @@ def hermes_gbnf(tools: Sequence[ToolSpec], forced: bool = False) -> str:
     rules = [_SPACE if r.startswith("space ::=") else r for r in rules]
     return "\n".join(
         [
-            'root ::= tagged ( "\\n"* tagged )*' + ("" if forced else " | fenced"),
+            'root ::= tagged ( "\\n"* tagged )*' + ("" if forced else " | fenced | call"),
             'tagged ::= "<tool_call>" space call space "</tool_call>"',
             'fenced ::= "```json" space call space "```"',
             *rules,
@@ -62,7 +62,7 @@ def hermes_gbnf(tools: Sequence[ToolSpec], forced: bool = False) -> str:
 
 
 # The grammar takes over from the marker (std::regex_match on the whole answer so far).
-HERMES_TRIGGERS = (r"[\s\S]*?(<tool_call>)[\s\S]*", r"\s*(```json)[\s\S]*")
+HERMES_TRIGGERS = (r"[\s\S]*?(<tool_call>)[\s\S]*", r"\s*(```json)[\s\S]*", r"\s*(\{)[\s\S]*")
 
 
 def make_tool_grammar(vocab, syntax: ToolSyntax, tools: Sequence[ToolSpec], forced: bool = False) -> Grammar | None:

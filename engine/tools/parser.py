@@ -91,7 +91,7 @@ class ToolCallParser:
         """Outside a call: release text up to a marker (True: a call began, scan again)."""
         opening = self.syntax.opening
         at = text.find(opening)
-        fence = text.find(FENCE) if self.syntax.fenced_json else -1
+        fence = text.find(FENCE) if self.syntax.lenient else -1
         if fence >= 0 and (at < 0 or fence < at):
             out += self._take(fence, call=False)
             self._begin_call()
@@ -111,7 +111,7 @@ class ToolCallParser:
             if not body and not final:
                 return False  # only whitespace yet
         keep = 0 if final else _partial_suffix(text, opening)
-        if self.syntax.fenced_json and not final:
+        if self.syntax.lenient and not final:
             keep = max(keep, _partial_suffix(text, FENCE))
         out += self._take(len(text) - keep, call=False)
         return False
@@ -121,7 +121,7 @@ class ToolCallParser:
         s = self.syntax
         if self._fenced:
             return self._scan_fence(text, final, out)
-        if s.closing:
+        if s.closing and not self._bare:
             at = text.find(s.closing)
             if at < 0 and not final:
                 return False
@@ -157,7 +157,7 @@ class ToolCallParser:
             out += self._take(len(text), call=True)
             self._end_call(out, [MalformedToolCall(self._call_text, f"the call is not valid JSON: {e}")])
             return True
-        if self._bare and not _looks_like_call(value):
+        if self._bare and not (_looks_like_call(value) and self._offered(value)):
             self._in_call = False  # JSON the user asked for, not a call
             out += self._take(lead + end, call=False)
             return True
@@ -183,16 +183,21 @@ class ToolCallParser:
             value = json.loads(text[len(FENCE) : end].removesuffix(FENCE_END))
         except json.JSONDecodeError:
             value = None
-        names = [v.get("name") for v in (value if isinstance(value, list) else [value]) if isinstance(v, dict)]
-        offered = not self.tool_names or all(n in self.tool_names for n in names)
         self._fenced = False
-        if not (_looks_like_call(value) and offered):
+        if not (_looks_like_call(value) and self._offered(value)):
             self._in_call = False
             out += self._take(end, call=False)
             return True
         out += self._take(end, call=True)
         self._end_call(out, self._from_value(value))
         return True
+
+    def _offered(self, value: Any) -> bool:
+        """An unmarked call (lenient syntaxes) counts only when it names tools offered."""
+        if not self.syntax.lenient or not self.tool_names:
+            return True
+        names = [v.get("name") for v in (value if isinstance(value, list) else [value]) if isinstance(v, dict)]
+        return all(n in self.tool_names for n in names)
 
     def _begin_call(self, bare: bool = False) -> None:
         self._in_call, self._bare, self._call_text = True, bare, ""

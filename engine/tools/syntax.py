@@ -4,8 +4,8 @@ Three syntaxes cover the families the engine knows that were trained for tools:
 
 - hermes: `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, one block per call
   (Qwen 2.5/3, Hermes 2/3, and the fallback rendering of engine/tools/fallback.py); also the same
-  object in a ```json fence, which Qwen2.5-Coder writes instead (llama.cpp's Hermes parser takes it
-  too), when it names a tool offered;
+  object in a ```json fence, or bare as the whole answer, which Qwen2.5-Coder 1.5B and 0.5B write
+  instead (llama.cpp's Hermes parser takes both too), when it names a tool offered;
 - llama3: a JSON object `{"name": ..., "parameters": {...}}` as the whole answer, or after
   `<|python_tag|>` (Llama 3.1-3.3);
 - mistral: `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`, or the newer
@@ -31,7 +31,9 @@ class ToolSyntax:
     bare_json: bool = False  # a JSON call object at the very start of the answer is a call too
     args_marker: str = ""  # between a call's name and its arguments, in the name-first form
     short_ids: bool = False  # call ids of 9 letters and digits (Mistral's templates check them)
-    fenced_json: bool = False  # a call object in a ```json code fence is a call too
+    # A call object in a ```json code fence, or bare at the answer's start, is a call too when it names
+    # a tool offered (else it is text: JSON the user asked for).
+    lenient: bool = False
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -39,7 +41,7 @@ class ToolSyntax:
         return tuple(m for m in (self.opening, self.closing, self.args_marker) if m)
 
 
-HERMES = ToolSyntax("hermes", "<tool_call>", "</tool_call>", fenced_json=True)
+HERMES = ToolSyntax("hermes", "<tool_call>", "</tool_call>", bare_json=True, lenient=True)
 LLAMA3 = ToolSyntax("llama3", "<|python_tag|>", bare_json=True)
 MISTRAL = ToolSyntax("mistral", "[TOOL_CALLS]", args_marker="[ARGS]", short_ids=True)
 SYNTAXES = {s.name: s for s in (HERMES, LLAMA3, MISTRAL)}

@@ -147,3 +147,8 @@ def test_each_syntax_finds_the_call_and_keeps_the_text(syntax, answer, text, nam
     parser = parse(syntax, answer, step=1)
     assert parser.text == text
     assert [(c.name, c.arguments) for c in parser.calls] == [("get_weather", {"city": "Paris"})]
+
+
+def test_the_format_summary_says_whether_tools_are_the_templates_own(formatters):
+    assert formatters["qwen"].summary.tools_native
+    assert not formatters["smollm2"].summary.tools_native and not formatters["gemma"].summary.tools_native

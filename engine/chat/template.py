@@ -77,6 +77,9 @@ class ChatFormatInfo:
     source: str  # "override", "file", "family", "chatml"
     base_model: bool  # the file has no chat template of its own
     reasoning_markers: tuple[str, str]
+    # Tools go through the model's own template (trained for them) rather than Hermes-style text in
+    # the system prompt (engine/tools/fallback.py), which small models follow less reliably.
+    tools_native: bool = False
 
 
 class ChatFormatter:
@@ -166,7 +169,9 @@ class ChatFormatter:
 
     @property
     def summary(self) -> ChatFormatInfo:
-        return ChatFormatInfo(self.description, self.format_used.source, self.is_base_model, self.reasoning_markers)
+        return ChatFormatInfo(
+            self.description, self.format_used.source, self.is_base_model, self.reasoning_markers, self.tools_native
+        )
 
     def segments(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (), tool_choice: ToolChoice | None = None

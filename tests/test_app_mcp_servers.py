@@ -360,3 +360,25 @@ def test_save_servers_keeps_empty_values_written_and_forgets_values_no_longer_us
     save_servers([], saved, keys, path=path)
     assert memory_keyring.passwords == {}
     assert with_values(saved.servers["a"], keys)[1] == {"TOKEN"}
+
+
+def test_a_value_the_keyring_lost_is_asked_for_again_and_its_reference_kept(qtbot, mcp_file, memory_keyring):
+    ref = secret_ref("mcp/gh/env/TOKEN")
+    mcp_file.parent.mkdir(parents=True, exist_ok=True)
+    mcp_file.write_text(
+        json.dumps({"mcpServers": {"gh": {"command": "gh-mcp", "env": {"TOKEN": ref}}, "b": {"command": "b"}}})
+    )
+    dialog = open_dialog(qtbot)
+    [row] = dialog.form.env_rows._rows
+    assert row.value_edit.text() == "" and row.value_edit.placeholderText() == "not in the keyring: type it again"
+    assert dialog.form.env_rows.rows() == [("TOKEN", ref)]  # untouched: the reference stays
+    dialog.accept()
+    assert file_servers(mcp_file)["gh"]["env"] == {"TOKEN": ref} and memory_keyring.passwords == {}
+
+    again = open_dialog(qtbot)
+    qtbot.keyClicks(again.form.env_rows._rows[0].value_edit, "typed")
+    again.server_list.setCurrentItem(again.server_list.topLevelItem(1))
+    again.server_list.setCurrentItem(again.server_list.topLevelItem(0))
+    assert again.form.env_rows._rows[0].value_edit.text() == "typed"
+    again.accept()
+    assert memory_keyring.passwords == {("Specula", "mcp/gh/env/TOKEN"): "typed"}

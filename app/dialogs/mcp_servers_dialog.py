@@ -14,7 +14,7 @@ import html
 import json
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -40,7 +40,7 @@ from app.dialogs.mcp_import_dialog import McpImportDialog
 from app.dialogs.mcp_server_form import ServerForm, note, say
 from app.ui import theme
 from engine.mcp import McpConfig, ServerConfig, find_importable, import_servers, load_config
-from engine.mcp.config import default_path, parse_server
+from engine.mcp.config import default_path, parse_server, secret_id_of
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,6 @@ class _Entry:
     name: str
     entry: Any
     loaded: bool = False
-    missing: dict[str, str] = field(default_factory=dict)  # env or header name -> reference not in the keyring
     form_problem: str = ""
     invalid: str = ""
 
@@ -280,7 +279,7 @@ class McpServersDialog(QDialog):
             return
         if not entry.loaded:
             self._load_values(entry)
-        self.form.show_server(entry.name, entry.entry, entry.missing)
+        self.form.show_server(entry.name, entry.entry, _still_references(entry.entry))
         self.test_status.setText("")
         say(self.test_result, "")
         self._show_problem(entry)
@@ -293,9 +292,7 @@ class McpServersDialog(QDialog):
             server = parse_server(entry.name, entry.entry)
         except ValueError:
             return
-        server, missing = with_values(server, self.api_keys)
-        refs = {**server.env, **server.headers}
-        entry.entry, entry.missing = server.to_json(), {key: refs[key] for key in missing}
+        entry.entry = with_values(server, self.api_keys)[0].to_json()
 
     def _show_problem(self, entry: _Entry) -> None:
         problem = self.problem(entry)
@@ -445,6 +442,12 @@ class McpServersDialog(QDialog):
         self._test_request += 1
         self.closer = self.trial.close()  # servers being tested stop off the GUI thread
         super().done(result)
+
+
+def _still_references(entry: dict[str, Any]) -> dict[str, str]:
+    """Env or header name -> its "${keyring:ID}", for the values of a loaded entry the keyring did not hold."""
+    values = {**entry.get("env", {}), **entry.get("headers", {})}
+    return {key: value for key, value in values.items() if secret_id_of(value) is not None}
 
 
 def _plain_text(pal: QPalette):

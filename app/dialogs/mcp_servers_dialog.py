@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 import json
-import logging
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -41,8 +40,6 @@ from app.dialogs.mcp_server_form import ServerForm, note, say
 from app.ui import theme
 from engine.mcp import McpConfig, ServerConfig, find_importable, import_servers, load_config
 from engine.mcp.config import default_path, parse_server, secret_id_of
-
-log = logging.getLogger(__name__)
 
 EMPTY_HINT = (
     "No MCP servers yet. A server gives chats tools: a program that runs here (files, git, a database) or "
@@ -85,7 +82,6 @@ class McpServersDialog(QDialog):
             for name, entry in self.config.invalid.items()
         ]
         self._test_request = 0  # only the newest Test is shown
-        self._filling = False
         self.trial = ServerTrial(self)
         self.closer: threading.Thread | None = None  # closes the trial's host after the dialog
 
@@ -297,7 +293,11 @@ class McpServersDialog(QDialog):
     def _show_problem(self, entry: _Entry) -> None:
         problem = self.problem(entry)
         say(self.problem_note, problem[:1].upper() + problem[1:] + "." if problem else "")
-        self.test_button.setEnabled(not problem)
+        self._update_test_button()
+
+    def _update_test_button(self) -> None:
+        entry = self._current()
+        self.test_button.setEnabled(entry is not None and not entry.invalid and not self.problem(entry))
 
     def _form_edited(self) -> None:
         entry = self._current()
@@ -401,7 +401,7 @@ class McpServersDialog(QDialog):
         say(self.test_result, "")
 
         def listed(tools: object) -> None:
-            self.test_button.setEnabled(not self.problem(entry) if self._current() is entry else True)
+            self._update_test_button()
             if request != self._test_request:
                 return
             tools = tuple(tools)  # type: ignore[arg-type]
@@ -411,7 +411,7 @@ class McpServersDialog(QDialog):
             self.test_result.setVisible(bool(tools))
 
         def failed(message: str) -> None:
-            self.test_button.setEnabled(not self.problem(entry) if self._current() is entry else True)
+            self._update_test_button()
             if request != self._test_request:
                 return
             self.test_status.setText("Failed:")

@@ -192,6 +192,8 @@ class MainWindow(QMainWindow):
         self.composer.documents_button.collections_chosen.connect(self.choose_collections)
         self.composer.documents_button.manage_documents.connect(self.open_documents)
         self.documents.summaries_ready.connect(self._update_documents_button)
+        self.documents.other_model_downloaded.connect(self._on_model_downloaded)
+        self.documents.embedding_model_downloaded.connect(self._on_embedding_model_downloaded)
         self.remote_catalog.changed.connect(lambda: header.model_picker.set_remote(self.remote_catalog.choices()))
         self.welcome.starter_requested.connect(self.assemble_starter)
         self.welcome.download_requested.connect(self.open_downloader)
@@ -314,9 +316,19 @@ class MainWindow(QMainWindow):
         target = self.models.entry(self.settings.target.path)
         open_library(self, self.models.library, target, self.models.use_model, loaded=self.models.loaded_models())
 
-    def open_downloader(self) -> None:
+    def open_downloader(self, embedding_models: bool = False) -> None:
+        """The downloader; embedding_models: opened on them (from the Documents window)."""
         dialog = open_downloader(self, self.models.library, self.models.entry(self.settings.target.path))
-        dialog.model_downloaded.connect(self._on_model_downloaded)
+        dialog.model_downloaded.connect(lambda path: self.documents.consider_download(str(path)))
+        if embedding_models:
+            dialog.suggest_embedding_models()
+
+    def _on_embedding_model_downloaded(self, path: str, adopted: bool) -> None:
+        name = Path(path).name
+        if adopted:
+            self.status.showMessage(f"Downloaded {name}: your documents are now searched by meaning too.", 10000)
+        else:
+            self.status.showMessage(f"Downloaded {name}, an embedding model: choose it in File → Documents….", 10000)
 
     def _on_model_downloaded(self, path) -> None:
         if not self.settings.target.path or self.pages.currentWidget() is self.welcome:
@@ -347,6 +359,7 @@ class MainWindow(QMainWindow):
     def open_documents(self) -> None:
         if self.documents_dialog is None:
             self.documents_dialog = DocumentsDialog(self.documents, self)
+            self.documents_dialog.download_embedding_model.connect(lambda: self.open_downloader(embedding_models=True))
         else:
             self.documents.refresh()
         self.documents_dialog.show()

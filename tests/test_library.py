@@ -185,3 +185,18 @@ def test_draft_problem_judges_any_file_in_the_words_of_draft_choices(layout, tmp
     assert library.draft_problem(target.path, outside / "gone.gguf") == "the file is missing"
     with pytest.raises(ModelFileError):
         library.draft_problem(target.path, layout / "models" / "notes.gguf")
+
+
+def test_an_embedding_model_is_listed_for_document_search_not_for_chat(layout):
+    from tests import embedding_fixture
+
+    minilm = embedding_fixture.minilm_gguf()  # a real BERT embedding GGUF (converted from PyPI's MiniLM)
+    (layout / "models" / "all-MiniLM-L6-v2.F16.gguf").symlink_to(minilm)
+    library = make_library(layout)
+    entries = by_name(library.scan())
+    assert "all-MiniLM-L6-v2.F16.gguf" not in entries and len(entries) == 3  # never offered as a chat model
+    assert [p.name for p in library.embedding_models] == ["all-MiniLM-L6-v2.F16.gguf"]
+    assert [p for p, _ in library.problems if p.name == "all-MiniLM-L6-v2.F16.gguf"] == []  # not a bad file either
+    with pytest.raises(ModelFileError, match="is an embedding model, not a chat model") as refused:
+        library.add_file(minilm)
+    assert "Documents" in refused.value.hint

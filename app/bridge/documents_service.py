@@ -54,6 +54,10 @@ class DocumentsService(QObject):
     indexed = Signal(str, object)  # collection, indexer.Report
     vector_progress = Signal(str, object)  # collection, vectors.VectorProgress (a copy): the embedding pass
     failed = Signal(str)  # a job could not be done: why, for the user
+    # A downloaded file, once its header is read here: an embedding model (and whether it is now the one
+    # used, there being none before), or any other model.
+    embedding_model_downloaded = Signal(str, bool)
+    other_model_downloaded = Signal(str)
     paused_changed = Signal(bool)
 
     def __init__(self, root: Path | None = None, parent: QObject | None = None):
@@ -108,6 +112,26 @@ class DocumentsService(QObject):
             library.set_embedding_model(path)
 
         self._submit(choose)
+
+    def consider_download(self, path: str) -> None:
+        """A model file just downloaded: an embedding model becomes the one used for meaning search
+        when none is chosen (embedding_model_downloaded); any other file goes back to the caller
+        (other_model_downloaded). The header is read here, off the GUI thread."""
+
+        def consider(library: Library) -> None:
+            from engine.documents.embeddings import check
+
+            try:
+                check(path)
+            except EngineError:
+                self.other_model_downloaded.emit(path)
+                return
+            adopt = library.embedding_model() is None
+            if adopt:
+                library.set_embedding_model(path)
+            self.embedding_model_downloaded.emit(path, adopt)
+
+        self._submit(consider)
 
     def update(self, name: str) -> None:
         """Bring the collection's index up to date (progress, then indexed)."""

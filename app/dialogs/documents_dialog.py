@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import Qt, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -36,6 +36,8 @@ from engine.documents import indexer
 
 
 class DocumentsDialog(QDialog):
+    download_embedding_model = Signal()  # the user asks for the downloader, opened on embedding models
+
     def __init__(self, service: DocumentsService, parent: QWidget | None = None):
         super().__init__(parent)
         self.service = service
@@ -117,7 +119,7 @@ class DocumentsDialog(QDialog):
         body.addLayout(right, 2)
         layout = QVBoxLayout(self)
         hint = QLabel(
-            "Chats answer from the collections chosen in their header (Documents). Only this computer reads "
+            "Chats answer from the collections ticked in their Documents menu (beside Attach…). Only this computer reads "
             "your files; Specula never changes them."
         )
         hint.setWordWrap(True)
@@ -132,11 +134,15 @@ class DocumentsDialog(QDialog):
             "A GGUF embedding model (e.g. nomic-embed-text-v1.5): questions then find passages by meaning too"
         )
         choose_model.clicked.connect(self.choose_embedding_model)
+        download_model = QPushButton("Download one…")
+        download_model.setToolTip("Find an embedding model in the downloader (needs an internet connection)")
+        download_model.clicked.connect(self.download_embedding_model)
         self.no_model_button = QPushButton("Keywords only")
         self.no_model_button.clicked.connect(lambda: service.set_embedding_model(None))
         row = QHBoxLayout()
         row.addWidget(self.embedding_label, 1)
         row.addWidget(choose_model)
+        row.addWidget(download_model)
         row.addWidget(self.no_model_button)
         layout.addLayout(row)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)

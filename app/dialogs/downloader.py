@@ -67,6 +67,9 @@ class _RepoView:
 
 
 POPULAR_COUNT = 30
+EMBEDDING_QUERY = (
+    "embed"  # embedding models say so in their names (nomic-embed-text, mxbai-embed-large); others: the search box
+)
 
 
 class DownloaderDialog(QDialog):
@@ -126,6 +129,12 @@ class DownloaderDialog(QDialog):
         search_row.addWidget(self.query, 1)
         search_row.addWidget(self.sort)
         search_row.addWidget(self.search_button)
+        self.embedding_button = QPushButton("Embedding models")
+        self.embedding_button.setToolTip(
+            "Models that turn text into vectors, so that File → Documents finds passages by meaning, not only by words."
+        )
+        self.embedding_button.clicked.connect(self.suggest_embedding_models)
+        search_row.addWidget(self.embedding_button)
         if self.target is not None:
             self.drafts_button = QPushButton(f"Drafts for {_short(self.target.name)}")
             self.drafts_button.setToolTip(
@@ -282,6 +291,15 @@ class DownloaderDialog(QDialog):
             f"Looking for drafts for {target.name}…",
             lambda _: [s.repo for s in self.hub.suggest_drafts(target)],
             lambda repos: self._show_results(repos, f"Drafts for {target.name}: smaller models of its family"),
+        )
+
+    def suggest_embedding_models(self) -> None:
+        """GGUF embedding models, most downloaded first (nomic-embed-text-v1.5 leads them)."""
+        self.recent_box.hide()
+        self._ask(
+            "Looking for embedding models…",
+            lambda _: self.hub.search(EMBEDDING_QUERY, "downloads"),
+            lambda repos: self._show_results(repos, "Embedding models, for searching your documents by meaning"),
         )
 
     def _ask(self, doing: str, fn, on_success) -> None:

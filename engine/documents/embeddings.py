@@ -26,17 +26,13 @@ import numpy as np
 
 from engine.config import GPU_LAYERS_AUTO
 from engine.errors import EngineError
-from engine.gguf.header import GGUFInfo, read_header
+from engine.gguf.header import ENCODER_ARCHITECTURES, RANK_POOLING, GGUFInfo, read_header
 from engine.llama.embedding import EmbeddingRunner
 
 # llama.cpp's llama_pooling_type values as GGUF files store them ({arch}.pooling_type).
 POOLING = {1: "mean", 2: "CLS", 3: "last token"}
-RANK_POOLING = 4
 # Encoders llama.cpp runs for embeddings; a file of these without a pooling type was converted badly.
-ENCODERS = frozenset(
-    {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "neo-bert", "modern-bert",
-     "eurobert", "t5encoder", "gemma-embedding"}
-)  # fmt: skip
+ENCODERS = ENCODER_ARCHITECTURES
 SUGGESTION = "Choose an embedding model GGUF, such as nomic-embed-text-v1.5 or all-MiniLM-L6-v2."
 HEADER_BYTES = 1 << 20  # the model's identity: its name, size and a hash of its first MiB (the header)
 

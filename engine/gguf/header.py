@@ -107,6 +107,14 @@ class HeaderIncomplete(Exception):
     """The bytes given end inside the header: fetch more and try again (range downloads)."""
 
 
+# Encoders llama.cpp runs for embeddings (a file of these pools, whatever its header says).
+ENCODER_ARCHITECTURES = frozenset(
+    {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "neo-bert", "modern-bert",
+     "eurobert", "t5encoder", "gemma-embedding"}
+)  # fmt: skip
+RANK_POOLING = 4  # llama_pooling_type's value for a reranker
+
+
 @dataclass
 class GGUFInfo:
     path: str
@@ -143,6 +151,23 @@ class GGUFInfo:
     @property
     def chat_template(self) -> str | None:
         return self.get("tokenizer.chat_template")
+
+    @property
+    def pooling_type(self) -> int | None:
+        """llama_pooling_type as the file declares it (an embedding model or a reranker), else None."""
+        value = self.get(f"{self.architecture}.pooling_type")
+        return int(value) if isinstance(value, int) else None
+
+    @property
+    def is_embedding_model(self) -> bool:
+        """It turns text into vectors (it pools, or is an encoder): not a model to chat with."""
+        return (self.pooling_type not in (None, 0, RANK_POOLING)) or (
+            self.pooling_type is None and self.architecture in ENCODER_ARCHITECTURES
+        )
+
+    @property
+    def is_reranker(self) -> bool:
+        return self.pooling_type == RANK_POOLING
 
     @property
     def tokens(self) -> list[str]:

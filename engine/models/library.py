@@ -41,7 +41,7 @@ PENDING_SUFFIX = ".download.json"
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 # 2: headers checked against llama.cpp's limits (files once accepted may be damaged); 3: chat formats;
 # 4: clean display names
-_CACHE_VERSION = 4
+_CACHE_VERSION = 5  # 5: a summary's kind (chat, embedding, reranker)
 
 
 class LibraryError(EngineError):
@@ -134,6 +134,7 @@ class _Summary:
     n_vocab: int
     chat_format: str = ""
     display_name: str = ""
+    kind: str = "chat"  # "embedding" or "reranker": models for document search, not for chatting
 
 
 def _summarize(path: Path) -> _Summary:
@@ -149,6 +150,7 @@ def _summarize(path: Path) -> _Summary:
         n_vocab=len(info.tokens),
         chat_format="" if info.chat_template else (chat_formats.detect_family(info) or "none"),
         display_name=display_name(info, path),
+        kind="embedding" if info.is_embedding_model else "reranker" if info.is_reranker else "chat",
     )
 
 
@@ -209,6 +211,7 @@ class ModelLibrary:
         self._lock = threading.RLock()
         self.problems: list[tuple[Path, str]] = []
         self.entries: list[ModelEntry] = []
+        self.embedding_models: list[Path] = []  # found by the last scan: for document search, not in entries
         self._added: list[Path] = self._load_added()
         self._names: dict[str, str] = self._load_names()  # path -> the user's name for it
         self._summaries: dict[str, dict] = {}  # cache key -> asdict(_Summary)
@@ -224,6 +227,7 @@ class ModelLibrary:
 
     def _scan(self) -> list[ModelEntry]:
         self.problems = []
+        self.embedding_models = []
         entries: list[ModelEntry] = []
         seen: set[str] = set()
         for source, path in self._candidates():
@@ -284,6 +288,10 @@ class ModelLibrary:
         head = summaries[0]
         if head.architecture == "clip":
             return None  # a vision projector (mmproj): GGUF, but not a model one can chat with
+        if head.kind != "chat":  # an embedding model or reranker: for document search, not chat
+            if head.kind == "embedding":
+                self.embedding_models.append(path)
+            return None
         return ModelEntry(
             path=path,
             name=head.name,
@@ -326,6 +334,12 @@ class ModelLibrary:
         path = Path(path).expanduser().absolute()
         source = "app" if _is_inside(path, self.models_dir) else "added"
         entry = self._entry(path, source)
+        kind = self._summary(path).kind if entry is None and path.is_file() else "chat"
+        if kind != "chat":
+            raise ModelFileError(
+                f"'{path.name}' is {'an embedding model' if kind == 'embedding' else 'a reranker'}, not a chat model.",
+                hint="An embedding model finds passages by meaning: choose it in File → Documents….",
+            )
         if entry is None:
             raise ModelFileError(
                 f"'{path.name}' is not a chat model (a split model's later part, or a vision projector).",

@@ -23,9 +23,9 @@ from PySide6.QtWidgets import QApplication, QLineEdit
 from app.core.api_keys import ApiKeys
 from app.core.mcp_servers import save_servers, with_values
 from app.dialogs.mcp_import_dialog import McpImportDialog
-from app.dialogs.mcp_server_form import HTTP
+from app.dialogs.mcp_server_form import HTTP, join_args, split_args
 from app.dialogs.mcp_servers_dialog import McpServersDialog
-from engine.mcp import McpConfig, ServerConfig, load_config, secret_ref
+from engine.mcp import McpConfig, ServerConfig, ServerState, load_config, secret_ref
 from tests.test_mcp_host import children
 
 REPO = Path(__file__).resolve().parent.parent
@@ -328,13 +328,18 @@ def test_closing_during_a_test_leaves_no_child_process(qtbot, mcp_file, memory_k
     dialog = open_dialog(qtbot)
     add_stdio(dialog, qtbot, "silent", sys.executable, "-c 'import time; time.sleep(600)'")
     dialog.test_button.click()
-    qtbot.waitUntil(lambda: bool(children() - before), timeout=WAIT_S * 1000)  # the server is running
+    host = lambda: dialog.trial._host  # noqa: E731
+    qtbot.waitUntil(  # the server is starting: its process runs, and it will never answer
+        lambda: host() is not None and host().status("silent").state == ServerState.STARTING and children() != before,
+        timeout=WAIT_S * 1000,
+    )
     started = time.monotonic()
     dialog.reject()
     assert time.monotonic() - started < 5  # the GUI thread does not wait for the server to stop
     dialog.closer.join(WAIT_S)
     assert not dialog.closer.is_alive()
     qtbot.waitUntil(lambda: children() - before == set(), timeout=WAIT_S * 1000)
+    assert host().status("silent").state == ServerState.STOPPED
 
 
 def test_without_a_keyring_the_dialog_says_values_last_the_session(qtbot, mcp_file, no_keyring, tmp_path):
@@ -382,3 +387,25 @@ def test_a_value_the_keyring_lost_is_asked_for_again_and_its_reference_kept(qtbo
     assert again.form.env_rows._rows[0].value_edit.text() == "typed"
     again.accept()
     assert memory_keyring.passwords == {("Specula", "mcp/gh/env/TOKEN"): "typed"}
+
+
+def test_a_file_that_cannot_be_read_is_said_and_kept_beside_the_new_one(qtbot, mcp_file, memory_keyring):
+    mcp_file.parent.mkdir(parents=True, exist_ok=True)
+    mcp_file.write_text('{"mcpServers": {"a": ')
+    dialog = open_dialog(qtbot)
+    assert "could not be used: not valid JSON" in dialog.file_note.toPlainText() and dialog.file_note.isVisible()
+    add_stdio(dialog, qtbot, "a", "uvx")
+    dialog.accept()
+    assert file_servers(mcp_file) == {"a": {"command": "uvx", "args": []}}
+    assert mcp_file.with_name("mcp.json.bad").read_text() == '{"mcpServers": {"a": '
+
+
+@pytest.mark.parametrize("platform", ["linux", "win32"])
+def test_arguments_split_as_a_shell_would_and_come_back_the_same(platform):
+    assert split_args('-y "my folder" a#b', platform) == ["-y", "my folder", "a#b"]
+    for args in (["a b", "it's", "#1", ""], ["-m", "engine.mcp.workspace_server", "C:\\My Projects\\x"]):
+        assert split_args(join_args(args), platform) == args
+    assert split_args(r"C:\Users\me", "win32") == [r"C:\Users\me"]  # a path, not escapes
+    assert split_args(r"my\ folder", "linux") == ["my folder"]
+    with pytest.raises(ValueError, match="No closing quotation"):
+        split_args('"open', platform)

@@ -2,12 +2,14 @@
 or a streamable HTTP server (address, headers, and whether it may use the network).
 
 It edits an entry in the mcpServers notation (a dict, as mcp.json holds it); engine.mcp.parse_server
-judges it. The arguments are one field, split as a shell would (shlex) and shown back the same way.
+judges it. The arguments are one field, split as a shell would (shlex) and shown back the same way;
+on Windows a backslash is a path's separator, not an escape.
 """
 
 from __future__ import annotations
 
 import shlex
+import sys
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -34,6 +36,21 @@ NETWORK_NOTE = (
     "tools' arguments. Apart from downloading models, Specula otherwise never uses the network."
 )
 KEYRING_NOTE = "Values of variables and headers are kept in the system keyring, never in mcp.json."
+
+
+def split_args(text: str, platform: str = sys.platform) -> list[str]:
+    """The arguments typed in one field, split as a shell would; ValueError for an unclosed quote."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=False)
+    lexer.whitespace_split = True
+    lexer.commenters = ""  # a '#' is an argument's text (a URL's fragment, a colour), not a comment
+    if platform == "win32":
+        lexer.escape = ""  # C:\Users\me stays as typed
+    return list(lexer)
+
+
+def join_args(args: list[str]) -> str:
+    """args as one line that split_args gives back (single quotes around those that need them)."""
+    return shlex.join(args)
 
 
 def note(text: str = "", colour_of=None) -> TextPane:
@@ -129,7 +146,7 @@ class ServerForm(QWidget):
         self.name_edit.setText(name)
         self.kind_box.setCurrentIndex(self._kind_shown)
         self.command_edit.setText(str(entry.get("command", "")))
-        self.args_edit.setText(shlex.join(entry.get("args", [])))
+        self.args_edit.setText(join_args(entry.get("args", [])))
         self.cwd_edit.setText(str(entry.get("cwd", "")))
         self.env_rows.set_rows(list(entry.get("env", {}).items()), missing)
         self.url_edit.setText(str(entry.get("url", "")))
@@ -155,7 +172,7 @@ class ServerForm(QWidget):
         entry["command"] = self.command_edit.text().strip()
         problem = ""
         try:
-            entry["args"] = shlex.split(self.args_edit.text())
+            entry["args"] = split_args(self.args_edit.text())
         except ValueError as e:  # an unclosed quote
             entry["args"], problem = [], f"the arguments cannot be split: {str(e).lower()}"
         entry["env"] = dict(self.env_rows.rows())

@@ -308,3 +308,57 @@ def test_the_library_is_the_data_folders_unless_the_config_names_another(tmp_pat
     with pytest.raises(LibraryError, match="'other'"):  # checked again where it runs, before the model is used
         server.service.documents.ground(None, [ChatMessage("user", "hi")], ("other",), 16)
     server.service.documents.close()
+
+
+def test_with_an_embedding_model_chosen_the_server_finds_passages_by_meaning(smollm2_path, tmp_path):
+    """The library's embedding model (chosen in the app or with `engine docs embedder`) makes the
+    server's search hybrid, as the app's: a question that shares no word with its answer finds it."""
+    from engine import Engine
+    from engine.documents import vectors
+    from engine.documents.embeddings import Embedder
+    from engine.serving.documents import Documents
+    from engine.serving.server import serve_engine
+    from tests import embedding_fixture
+
+    folder, root = tmp_path / "licenses", tmp_path / "library"  # its own library: the module's is in use
+    folder.mkdir()
+    for name in ("Apache-2.0", "GPL-3", "MPL-2.0"):
+        shutil.copy(LICENSES / name, folder / name)
+    library = Library(root)
+    library.add_collection("licenses")
+    library.add_sources("licenses", [folder])
+    assert indexer.update(library, "licenses").read == 3
+    library.close()
+    question = "Why does the licence worry about gadgets that refuse to run altered firmware?"
+    answer_starts = "Some devices are designed to deny users access"
+    engine = Engine(ModelSpec(smollm2_path, n_ctx=N_CTX))
+    try:
+        by_keywords = Documents(root)
+        _, found = by_keywords.ground(engine, [ChatMessage("user", question)], ("licenses",), 16)
+        by_keywords.close()
+        assert found.sources and not any(
+            answer_starts in " ".join(h.text.split()) for h in found.sources
+        )  # no shared word
+
+        library = Library(root)
+        minilm = embedding_fixture.minilm_gguf()
+        library.set_embedding_model(str(minilm))
+        with Embedder(minilm) as embedder:
+            vectors.update(library, "licenses", embedder)
+        library.close()
+        running = serve_engine(engine, ServerConfig(port=0, api_key=KEY, documents_dir=str(root)))
+        try:
+            client = openai.OpenAI(base_url=running.url, api_key=KEY, max_retries=0, timeout=WAIT_S)
+            answer = client.chat.completions.create(**{**ask(running, question), "max_tokens": 8}, extra_body=GROUNDED)
+            sources = extra(answer)["specula"]["sources"]
+            assert any(answer_starts in " ".join(s["text"].split()) for s in sources)
+        finally:
+            assert running.close()
+
+        hybrid = Documents(root)
+        _, found = hybrid.ground(engine, [ChatMessage("user", question)], ("licenses",), 16)
+        hybrid.close()
+        assert answer_starts in " ".join(found.sources[0].text.split())  # found first, by meaning
+        assert answer_starts in found.drafts[0]  # and drafted from, its prose reflowed as the prompt has it
+    finally:
+        engine.close()

@@ -6,14 +6,19 @@ thread, where the model's tokenizer and context are, the last user message is gr
 passages that fit, by the terminal's rule (grounding.find_and_ground): the conversation with the
 grounded message, plus the room kept for the answer, within the context. The index is read
 through a Library opened on that thread (one per thread, as the library asks), kept open between
-requests and closed when the server stops. The response carries the passages given as its sources,
-each marked where the answer cites it.
+requests and closed when the server stops. With an embedding model chosen for the library (the
+app's Documents window, `engine docs embedder`), the search is hybrid as in the app: the model is
+loaded on that thread at the first grounded request and kept; one that cannot be loaded is logged
+once and the search is by keywords. The passages found are drafted from (the documents drafter) as
+in the app. The response carries the passages given as its sources, each marked where the answer
+cites it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,12 +31,15 @@ from engine.documents.retrieval import Hit
 if TYPE_CHECKING:  # the name only: importing Engine loads llama.cpp
     from engine import Engine
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Grounding:
     """What a grounded request's question was given, in order: sources[0] is passage [1]."""
 
     sources: tuple[Hit, ...]
+    drafts: tuple[str, ...] = field(default=(), repr=False)  # the passages found, as the prompt gives them
 
     def records(self, answer: str) -> list[dict]:
         """The sources as a response carries them, each `cited` when the answer cites its number."""
@@ -62,6 +70,7 @@ class Documents:
     def __init__(self, root: Path | str | None = None):
         self._root = Path(root) if root else None
         self._libraries: dict[int, Library] = {}  # by thread: each opened on the thread that uses it
+        self._embedders: dict[int, tuple[str, object]] = {}  # by thread: (model path, Embedder or None)
         self._lock = threading.Lock()  # close() from the stopping thread never meets a search
 
     @property
@@ -92,8 +101,31 @@ class Documents:
             library = self._library()
             for name in names:
                 library.collection(name)  # removed since the request came: LibraryError says which
-            grounded = grounding.find_and_ground(library, list(names), question.content, fits)
-        return [*before, ChatMessage("user", grounded.message), *after], Grounding(tuple(grounded.sources))
+            embedder = self._embedder(library)
+            grounded = grounding.find_and_ground(library, list(names), question.content, fits, embedder)
+        found = Grounding(tuple(grounded.sources), tuple(grounded.draft_texts))
+        return [*before, ChatMessage("user", grounded.message), *after], found
+
+    def _embedder(self, library: Library):
+        """This thread's embedding model for the library's choice, loaded once; None for keywords only."""
+        chosen = library.embedding_model()
+        thread = threading.get_ident()
+        path, embedder = self._embedders.get(thread, (None, None))
+        if path == chosen:
+            return embedder
+        if embedder is not None:
+            embedder.close()
+        embedder = None
+        if chosen is not None:
+            from engine.documents.embeddings import Embedder
+            from engine.errors import EngineError
+
+            try:
+                embedder = Embedder(chosen)
+            except EngineError as e:
+                log.warning("documents are searched by keywords: the embedding model cannot be used (%s)", e)
+        self._embedders[thread] = (chosen, embedder)
+        return embedder
 
     def _library(self) -> Library:
         thread = threading.get_ident()
@@ -106,5 +138,8 @@ class Documents:
         """Close the libraries opened (the server stops); a later request opens one again."""
         with self._lock:
             libraries, self._libraries = list(self._libraries.values()), {}
+            embedders, self._embedders = [e for _, e in self._embedders.values() if e is not None], {}
+        for embedder in embedders:
+            embedder.close()
         for library in libraries:
             library.close()

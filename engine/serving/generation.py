@@ -149,7 +149,7 @@ class EngineService:
                 bridge.put(Failed(error, 503))
                 return
             if generation.messages is not None:
-                messages = list(generation.messages)
+                messages, grounding = list(generation.messages), None
                 if generation.collections:
                     messages, grounding = self.documents.ground(
                         engine, messages, generation.collections, generation.sampling.max_tokens
@@ -161,6 +161,7 @@ class EngineService:
                     generation.sampling,
                     generation.spec,
                     ticket.cancel,
+                    documents=grounding.drafts if grounding else (),
                     tools=generation.tools,
                     tool_choice=generation.tool_choice,
                     # required or a named function: held to calls by a grammar where the family has one

@@ -26,12 +26,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.documents import cjk
 from engine.errors import EngineError
 from engine.json_file import write_json
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: passages_grams (cjk.py); a version-1 index gains it, filled from its passages
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     id INTEGER PRIMARY KEY,
@@ -64,6 +65,16 @@ CREATE TRIGGER IF NOT EXISTS passages_added AFTER INSERT ON passages BEGIN
 END;
 CREATE TRIGGER IF NOT EXISTS passages_removed AFTER DELETE ON passages BEGIN
     INSERT INTO passages_fts(passages_fts, rowid, heading, text) VALUES ('delete', old.id, old.heading, old.text);
+END;
+-- Chinese, Japanese and Korean runs only, by three characters (cjk.py): contentless, nothing stored twice.
+CREATE VIRTUAL TABLE IF NOT EXISTS passages_grams USING fts5(text, content='', tokenize='trigram');
+CREATE TRIGGER IF NOT EXISTS passages_added_grams AFTER INSERT ON passages
+WHEN cjk_runs(new.heading || ' ' || new.text) != '' BEGIN
+    INSERT INTO passages_grams(rowid, text) VALUES (new.id, cjk_runs(new.heading || ' ' || new.text));
+END;
+CREATE TRIGGER IF NOT EXISTS passages_removed_grams AFTER DELETE ON passages
+WHEN cjk_runs(old.heading || ' ' || old.text) != '' BEGIN
+    INSERT INTO passages_grams(passages_grams, rowid, text) VALUES ('delete', old.id, cjk_runs(old.heading || ' ' || old.text));
 END;
 CREATE TABLE IF NOT EXISTS vectors (
     id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: (count, largest id) tells a cache what changed
@@ -319,14 +330,21 @@ def _connect(path: Path) -> sqlite3.Connection:
     try:
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")  # WAL: a power cut may lose the last files, never corrupt
+        db.create_function("cjk_runs", 1, cjk.runs, deterministic=True)  # the triggers of passages_grams
         version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
+        if version not in (0, 1, SCHEMA_VERSION):
             raise sqlite3.DatabaseError(f"schema version {version}, this Specula knows {SCHEMA_VERSION}")
         check = db.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
             raise sqlite3.DatabaseError(check)
-        db.executescript(SCHEMA)
-        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        with db:
+            db.executescript(SCHEMA)
+            if version == 1:  # an index from before passages_grams: its passages' runs go in now
+                db.execute(
+                    "INSERT INTO passages_grams(rowid, text) SELECT id, cjk_runs(heading || ' ' || text) FROM passages"
+                    " WHERE cjk_runs(heading || ' ' || text) != ''"
+                )
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("INSERT INTO passages_fts(passages_fts, rank) VALUES ('rank', 'bm25(2.0, 1.0)')")
         return db
     except BaseException:

@@ -6,8 +6,10 @@ operators in what the user typed are plain text) and joined with OR, and BM25 ra
 hold more of the rarer words first, a word in a heading counting twice. The commonest English words
 are left out: they match nearly every passage and only slow the search.
 
-Words are Unicode word characters, stemmed (Porter) and without accents; text without spaces
-(Chinese, Japanese) is a single word per run, so it is found only by a run that matches whole.
+Words are Unicode word characters, stemmed (Porter) and without accents. Text without spaces
+(Chinese, Japanese) would be one word per run there, found only by a run that matches whole: its
+runs are searched by their three-character pieces too (cjk.py), and that ranking is fused with the
+words' (as hybrid search fuses, below).
 
 Hybrid: with an embedder, the question's vector finds the passages closest in meaning (vectors.py),
 which catches answers worded differently from the question, and the two rankings are fused by
@@ -22,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from engine.documents import vectors
+from engine.documents import cjk, vectors
 from engine.documents.library import Library
 
 # Reciprocal rank fusion's constant (Cormack et al. 2009). Measured on questions about Debian's licence
@@ -158,15 +160,29 @@ _COLUMNS = (
 
 
 def _keyword(library: Library, collections: list[str], question: str, limit: int) -> list[tuple[int, Hit]]:
-    """(passage id, hit) by BM25, best first."""
-    query = fts_query(question)
+    """(passage id, hit) by BM25, best first: by words, fused with the three-character pieces of
+    the question's Chinese, Japanese or Korean runs when it has any."""
+    words = _ranked(library, "passages_fts", fts_query(question), collections, limit)
+    pieces = cjk.grams(question)
+    if not pieces:
+        return words
+    grams = _ranked(library, "passages_grams", " OR ".join(f'"{g}"' for g in pieces), collections, limit)
+    if not words or not grams:
+        return words or grams
+    found = dict(words) | dict(grams)
+    return [(pid, _scored(found[pid], score)) for pid, score in fuse([[p for p, _ in words], [p for p, _ in grams]])][
+        :limit
+    ]
+
+
+def _ranked(library: Library, table: str, query: str, collections: list[str], limit: int) -> list[tuple[int, Hit]]:
     if not query:
         return []
     marks = ",".join("?" * len(collections))
     rows = library.db.execute(
-        f"{_COLUMNS}, passages_fts.rank"
-        " FROM passages_fts JOIN passages ON passages.id = passages_fts.rowid JOIN files ON files.id = passages.file_id"
-        f" WHERE passages_fts MATCH ? AND files.collection IN ({marks}) ORDER BY passages_fts.rank LIMIT ?",
+        f"{_COLUMNS}, {table}.rank"
+        f" FROM {table} JOIN passages ON passages.id = {table}.rowid JOIN files ON files.id = passages.file_id"
+        f" WHERE {table} MATCH ? AND files.collection IN ({marks}) ORDER BY {table}.rank LIMIT ?",
         (query, *collections, limit),
     )
     return [(pid, Hit(c, p, t, h, ls, le, pg, -rank)) for pid, c, p, t, h, ls, le, pg, rank in rows]

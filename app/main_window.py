@@ -30,6 +30,7 @@ from app.bridge.context_counter import ContextCounter
 from app.bridge.documents_service import DocumentsService
 from app.bridge.draft_offer import DraftIdleWatch
 from app.bridge.local_server import LocalServerController
+from app.bridge.mcp_service import McpService
 from app.bridge.model_controller import EngineState, ModelController
 from app.bridge.remote_catalog import RemoteCatalog
 from app.bridge.worker import EngineHost
@@ -50,6 +51,7 @@ from app.dialogs.downloads import close_downloaders, open_downloader, open_libra
 from app.dialogs.remote_engines_dialog import RemoteEnginesDialog
 from app.dialogs.server_panel import ServerPanel, ServerStatusLabel
 from app.dialogs.settings_dialog import SettingsDialog
+from app.dialogs.tool_approval_dialog import ToolApprovals
 from app.dialogs.welcome import WelcomePanel
 from app.session.chat_session import ChatSession
 from app.ui import theme
@@ -86,7 +88,9 @@ class MainWindow(QMainWindow):
         self.draft_watch = DraftIdleWatch(self.host.worker, self)
         # Remote engines' API keys: the system keyring, or this session's memory where there is none.
         self.api_keys = ApiKeys()
-        self.answers = AnswerController(self.host, self.store, self.models, self, api_keys=self.api_keys)
+        self.mcp = McpService(self.api_keys, parent=self)  # MCP servers start when a chat first needs them
+        self.answers = AnswerController(self.host, self.store, self.models, self, api_keys=self.api_keys, mcp=self.mcp)
+        self.approvals = ToolApprovals(self.answers, self.mcp, self)  # every tool call is asked first
         self.remote_catalog = RemoteCatalog(self.api_keys.get, self)
         self.session = ChatSession(
             self.store, self.host, self.models, self.answers, lambda: self.settings, self.save_settings, self
@@ -160,6 +164,7 @@ class MainWindow(QMainWindow):
         self._show_title("New chat")
         self._update_chat_button()
         self._update_documents_button()
+        self._update_tools_button()
 
     def _connect(self) -> None:
         """The widgets to the session and the controllers, and what those report back to the widgets."""
@@ -192,6 +197,11 @@ class MainWindow(QMainWindow):
         self.composer.documents_button.collections_chosen.connect(self.choose_collections)
         self.composer.documents_button.manage_documents.connect(self.open_documents)
         self.documents.summaries_ready.connect(self._update_documents_button)
+        self.composer.tools_button.servers_chosen.connect(self.choose_tool_servers)
+        self.composer.tools_button.manage_servers.connect(
+            lambda: self.status.showMessage("MCP servers are listed in mcp.json in Specula's data folder.", 8000)
+        )
+        self.mcp.server_failed.connect(self._update_tools_button)
         self.documents.other_model_downloaded.connect(self._on_model_downloaded)
         self.documents.embedding_model_downloaded.connect(self._on_embedding_model_downloaded)
         self.remote_catalog.changed.connect(lambda: header.model_picker.set_remote(self.remote_catalog.choices()))
@@ -209,6 +219,7 @@ class MainWindow(QMainWindow):
         s.comparison_changed.connect(self._show_comparison)
         s.chat_settings_changed.connect(self._update_chat_button)
         s.chat_settings_changed.connect(self._update_documents_button)
+        s.chat_settings_changed.connect(self._update_tools_button)
         s.models_chosen.connect(self._update_picker)
         s.busy_changed.connect(composer.set_busy)
         s.busy_changed.connect(view.set_busy)
@@ -224,6 +235,8 @@ class MainWindow(QMainWindow):
         a.reasoning_arrived.connect(view.queue_reasoning)
         a.live_stats.connect(view.set_live_stats)
         a.sources_arrived.connect(view.set_sources)
+        a.tool_uses_changed.connect(view.set_tool_uses)
+        a.tool_allowed.connect(self._allow_tool)
         a.notice.connect(view.show_notice)
         a.status_message.connect(lambda text: self.status.showMessage(text, 6000))
 
@@ -372,6 +385,28 @@ class MainWindow(QMainWindow):
 
     def _update_documents_button(self, *_args) -> None:
         self.composer.documents_button.set_collections(self.documents.names(), self.session.chat_settings.collections)
+
+    def choose_tool_servers(self, names: list[str]) -> None:
+        chat = self.session.chat_settings
+        chat.mcp_servers = list(names)
+        self.session.set_chat_settings(chat)
+
+    def _update_tools_button(self, *_args) -> None:
+        names = self.mcp.server_names()
+        failed = {name: why for name in names if (why := self.mcp.failure(name))}
+        self.composer.tools_button.set_servers(names, self.session.chat_settings.mcp_servers, failed)
+
+    def _allow_tool(self, conversation_id: int, key: str) -> None:
+        """'Always allow' was chosen for a call of that chat: remembered with the chat."""
+        conversation = self.session.conversation
+        if conversation is not None and conversation.id == conversation_id:
+            chat = self.session.chat_settings
+            chat.allowed_tools = [*chat.allowed_tools, key]
+            self.session.set_chat_settings(chat)
+        elif (stored := self.store.conversation(conversation_id)) is not None:
+            chat = ChatSettings.from_dict(stored.settings)
+            chat.allowed_tools = [*chat.allowed_tools, key]
+            self.store.set_chat_settings(conversation_id, chat.to_dict())
 
     def _update_chat_button(self) -> None:
         lines = self.session.chat_settings.summary(self.settings.presets)
@@ -568,6 +603,7 @@ class MainWindow(QMainWindow):
         self.server.stop()  # its requests are cancelled; it stops taking new ones
         self.documents.shutdown(3.0)  # indexing stops between files; what it stored is kept
         self.host.shutdown()  # bounded: cancels the answer, a load or the starter assembly
+        self.mcp.close()  # bounded: stops the MCP servers started (none: nothing to do)
         self.models.wait(3000)  # a library read ends by itself; its result goes nowhere
         self.header.model_picker.tasks.wait(3000)
         self.remote_catalog.wait(3000)  # a model list asked of a remote engine ends within its timeout

@@ -33,7 +33,7 @@ class FakeEngineHost(QObject):
         self.starters = 0
 
     def answer(
-        self, messages, sampling, spec, purpose=RequestPurpose.ANSWER, remember=None, collections=()
+        self, messages, sampling, spec, purpose=RequestPurpose.ANSWER, remember=None, collections=(), tools=()
     ) -> AnswerRequest:
         request = AnswerRequest(
             len(self.requests) + 1,
@@ -44,6 +44,7 @@ class FakeEngineHost(QObject):
             threading.Event(),
             remember=remember,
             collections=tuple(collections),
+            tools=tuple(tools),
         )
         self.requests.append(request)
         return request

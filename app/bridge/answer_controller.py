@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.bridge.host import EngineHostApi
+from app.bridge.mcp_service import CallOutcome, McpService
 from app.bridge.model_controller import ModelController
 from app.bridge.remote_answers import SHUTDOWN_WAIT_S as REMOTE_SHUTDOWN_S
 from app.bridge.remote_answers import RemoteAnswers, is_remote_request
+from app.bridge.tool_turn import MAX_STEPS, TOOL_TIMEOUT_S, ApprovalRequest, ToolTurn, Waiting
 from app.bridge.worker import RequestPurpose
 from app.core.answers import STORE_WRITE_ERRORS, AnswerRecorder, answer_params, sampling_from_params, write_problem
 from app.core.attachments import prompt_text
@@ -32,6 +34,7 @@ from app.core.remote_engines import parse_remote_ref
 from app.core.settings import Settings
 from app.core.sources import Source
 from app.core.store import Message, Role, Store, history
+from app.core.tool_steps import ToolStatus, ToolUse, replay, tool_key
 from engine import DoneEvent, FinishReason, RoundEvent
 from engine.config import ChatMessage, DrafterMode, SamplingParams, SpecParams
 from engine.documents import grounding
@@ -69,6 +72,10 @@ class AnswerController(QObject):
     comparison_changed = Signal(int, object, bool)  # answer's message id, comparison dict or None, running
     notice = Signal(str)  # a problem to show the user (a failed store write, a failed comparison)
     status_message = Signal(str)  # a passing remark (the status bar)
+    tool_uses_changed = Signal(int, object)  # message id, [ToolUse]: its tool calls as they go; shown chat only
+    approval_needed = Signal(object)  # ApprovalRequest: ask the user, answer with decide()
+    approval_withdrawn = Signal(int)  # message id: the answer ended while its question was open
+    tool_allowed = Signal(int, str)  # conversation id, tool_key(): "always allow" was chosen there
 
     def __init__(
         self,
@@ -79,10 +86,12 @@ class AnswerController(QObject):
         *,
         remote: RemoteAnswers | None = None,
         api_keys: ApiKeySource | None = None,
+        mcp: McpService | None = None,
     ):
         """host: the EngineHost, or a fake that satisfies the same Protocol (tests).
         remote: what streams remote answers (None: one of its own, shut down by close()).
-        api_keys: the remote engines' keys by engine id (None: every remote engine is asked without a key)."""
+        api_keys: the remote engines' keys by engine id (None: every remote engine is asked without a key).
+        mcp: the MCP servers whose tools a chat may offer (None: no tools)."""
         super().__init__(parent)
         self.host = host
         self.store = store
@@ -90,6 +99,9 @@ class AnswerController(QObject):
         self.remote = remote if remote is not None else RemoteAnswers(self)
         self.api_keys = api_keys
         self.job: Job | None = None
+        self.mcp = mcp
+        self.turn: ToolTurn | None = None  # the active answer's tool loop, when its chat offers tools
+        self.tool_timeout_s = TOOL_TIMEOUT_S
         self.shown_conversation: int | None = None  # the conversation on screen (set by the window)
         self._tick = QTimer(self)
         self._tick.setInterval(TICK_MS)
@@ -104,6 +116,10 @@ class AnswerController(QObject):
         self.remote.token_received.connect(self._on_token)
         self.remote.answer_finished.connect(self._on_done)
         self.remote.answer_failed.connect(self._on_failed)
+        if mcp is not None:
+            mcp.server_started.connect(self._on_server_ready)
+            mcp.server_failed.connect(self._on_server_ready)
+            mcp.call_finished.connect(self._on_call_finished)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -141,12 +157,16 @@ class AnswerController(QObject):
         settings: Settings,
         variant_of: int | None = None,
         collections: Sequence[str] = (),
+        tool_servers: Sequence[str] = (),
+        allowed_tools: Sequence[str] = (),
     ) -> Message | None:
         """Answer the conversation's messages with the settings' models; the new answer, or None.
 
         A comparison running is stopped first: chatting never waits for a measurement.
         variant_of: the answer is written again, as an alternate in that answer's group.
         collections: the chat's document collections: its last message is grounded in their passages.
+        tool_servers: the chat's MCP servers, whose tools the model may call (each call asked of the user
+        first, unless its tool_key() is in allowed_tools); started first when they are not running.
         """
         if self.active is not None:
             return None
@@ -162,6 +182,8 @@ class AnswerController(QObject):
                     "This chat's documents are searched for this computer's models only: "
                     "the remote engine is asked without them, and none of their text leaves this computer."
                 )
+            if tool_servers:
+                self.status_message.emit("Tools are offered to this computer's models only: asked without them.")
             return self._ask_remote(conversation_id, chat, s, sampling, spec, ref, variant_of)
         params = answer_params(sampling, spec, s.system_prompt, *self.models.model_names(s))
         message = self._new_answer(conversation_id, params, variant_of)
@@ -169,6 +191,16 @@ class AnswerController(QObject):
             return None
         # The user's own answers feed the history index (Settings → Speculation), a comparison never.
         remember = conversation_id if s.history_drafting else None
+        if tool_servers and self.mcp is not None:
+            turn = ToolTurn(conversation_id, tuple(tool_servers), set(allowed_tools), chat, sampling, spec, remember,
+                            tuple(collections))  # fmt: skip
+            rec = AnswerRecorder(self.store, message, -1, self.models.target_step_s, on_write_error=self.notice.emit)
+            rec.stats.backend = self.models.info.backend if self.models.info else ""
+            self.turn = turn
+            started = self._started(rec)
+            self.mcp.ensure(turn.servers)
+            self._on_server_ready()  # all running already: asked at once
+            return started
         request = self.host.answer(chat, sampling, spec, remember=remember, collections=tuple(collections))
         rec = AnswerRecorder(
             self.store, message, request.id, self.models.target_step_s, on_write_error=self.notice.emit
@@ -261,7 +293,13 @@ class AnswerController(QObject):
         return True
 
     def stop(self) -> None:
-        """Stop what runs (within one decode step); its end arrives as usual."""
+        """Stop what runs (within one decode step, a tool call at once); its end arrives as usual."""
+        if (turn := self.turn) is not None and turn.waiting != Waiting.MODEL:
+            if turn.waiting == Waiting.TOOL and turn.call_key is not None:
+                self.mcp.cancel(turn.call_key)  # its outcome ends the turn
+            else:
+                self._end_turn(FinishReason.CANCELLED, ToolStatus.CANCELLED, "stopped", None)
+            return
         if self.job is not None:
             self._stop_request(self.job.request_id)
 
@@ -285,9 +323,13 @@ class AnswerController(QObject):
         A remote answer's stream is closed and its thread waited for, remote_wait_s at most."""
         self._tick.stop()
         self.remote.shutdown(remote_wait_s)
+        if (turn := self.turn) is not None and self.active is not None:
+            turn.end_unrun(ToolStatus.CANCELLED, "the app closed")
+            self._write_uses(self.active, turn)
         if self.active is not None:
             self.active.cancel()
         self.job = None
+        self.turn = None
 
     def _set_busy(self, busy: bool) -> None:
         if busy:
@@ -349,6 +391,8 @@ class AnswerController(QObject):
     @Slot(int, object)
     def _on_done(self, request_id: int, done: DoneEvent) -> None:
         match self._job(request_id):
+            case AnswerRecorder() as rec if self.turn is not None:
+                self._pass_done(rec, self.turn, done)
             case AnswerRecorder() as rec:
                 self._answer_ended(rec.finish(done))
             case CompareJob() as job:
@@ -367,8 +411,134 @@ class AnswerController(QObject):
 
     def _answer_ended(self, message: Message) -> None:
         self.job = None
+        self.turn = None
         self.answer_ended.emit(message, self._shown(message))
         self._set_busy(False)
+
+    # -- tools: the answer's loop of calls (AnswerController.turn) ----------------------------------
+
+    def _on_server_ready(self, *_args) -> None:
+        """A server started or failed: once the turn's servers are all settled, its first pass is asked."""
+        turn, rec = self.turn, self.active
+        if turn is None or rec is None or turn.waiting != Waiting.SERVERS or self.mcp.pending(turn.servers):
+            return
+        if failed := [(name, why) for name in turn.servers if (why := self.mcp.failure(name))]:
+            said = "\n".join(f"{name}: {why}" for name, why in failed)
+            self.notice.emit(f"Not every MCP server of this chat started; it is answered without their tools.\n{said}")
+        self._ask_pass(rec, turn)
+
+    def _ask_pass(self, rec: AnswerRecorder, turn: ToolTurn) -> None:
+        """One pass of the model with the tools of the turn's running servers."""
+        offered = self.mcp.tools(turn.servers)
+        turn.tool_server = {tool.spec.name: tool.server for tool in offered}
+        collections = turn.collections if turn.step == 0 else ()  # later passes end with a tool's result
+        request = self.host.answer(
+            turn.messages(),
+            turn.sampling,
+            turn.spec,
+            remember=turn.remember,
+            collections=collections,
+            tools=tuple(tool.spec for tool in offered),
+        )
+        rec.request_id = request.id
+        turn.waiting = Waiting.MODEL
+
+    def _pass_done(self, rec: AnswerRecorder, turn: ToolTurn, done: DoneEvent) -> None:
+        turn.last_stats = done.stats
+        if done.finish_reason != FinishReason.TOOL_CALLS or not done.tool_calls:
+            uses = bool(turn.uses)
+            self._answer_ended(rec.finish(replace(done, text=turn.text + done.text) if uses else done))
+            return
+        turn.add_calls(done.text, done.tool_calls)
+        self._write_uses(rec, turn)
+        if turn.step >= MAX_STEPS:
+            why = f"not run: the answer reached its limit of {MAX_STEPS} tool steps"
+            self._end_turn(FinishReason.TOOL_CALLS, ToolStatus.CANCELLED, why, f"Stopped after {MAX_STEPS} tool steps.")
+            return
+        self._next_call(rec, turn)
+
+    def _next_call(self, rec: AnswerRecorder, turn: ToolTurn) -> None:
+        use = turn.next_call()
+        if use is None:  # every call of this pass answered: the model goes on with the results
+            turn.step += 1
+            self._ask_pass(rec, turn)
+        elif not use.server:
+            self._end_turn(FinishReason.TOOL_CALLS, ToolStatus.FAILED, "no server offers it",
+                           f"The model called {use.name}, which none of this chat's servers offers.")  # fmt: skip
+        elif turn.needs_approval(use):
+            turn.waiting = Waiting.APPROVAL
+            self.approval_needed.emit(ApprovalRequest(turn.conversation_id, rec.message.id, use))
+        else:
+            self._run(turn, use)
+
+    def decide(self, use_id: str, decision: str) -> None:
+        """The user's answer about the call asked: "once", "always" (this tool in this chat) or "deny"."""
+        turn, rec = self.turn, self.active
+        if turn is None or rec is None or turn.waiting != Waiting.APPROVAL or turn.current is None:
+            return
+        use = turn.current
+        if use.id != use_id:
+            return
+        if decision == "deny":
+            why = f"You denied {use.name} on {use.server}: the answer stops here."
+            self._end_turn(FinishReason.TOOL_CALLS, ToolStatus.DENIED, "denied by you", why)
+            return
+        if decision == "always":
+            key = tool_key(use.server, use.name)
+            turn.allowed.add(key)
+            self.tool_allowed.emit(turn.conversation_id, key)
+        self._run(turn, use)
+
+    def _run(self, turn: ToolTurn, use: ToolUse) -> None:
+        turn.waiting = Waiting.TOOL
+        turn.call_key = self.mcp.call(use.server, use.name, use.arguments, self.tool_timeout_s)
+
+    @Slot(object)
+    def _on_call_finished(self, outcome: CallOutcome) -> None:
+        self.mcp.forget_call(outcome.key)
+        turn, rec = self.turn, self.active
+        if turn is None or rec is None or turn.call_key != outcome.key or turn.current is None:
+            return
+        use = turn.current
+        use.elapsed_s = outcome.elapsed_s
+        turn.call_key = None
+        match outcome.error_kind:
+            case "":
+                use.status, use.result = ToolStatus.DONE, outcome.text
+            case "tool":  # the model reads what went wrong and may correct itself: not the end
+                use.status, use.result, use.error = ToolStatus.FAILED_TOOL, outcome.text or outcome.error, outcome.error
+            case "cancelled":
+                self._end_turn(FinishReason.CANCELLED, ToolStatus.CANCELLED, "stopped", None)
+                return
+            case "timeout":
+                self._end_turn(FinishReason.TOOL_CALLS, ToolStatus.TIMED_OUT, outcome.error, outcome.error)
+                return
+            case _:
+                self.mcp.server_lost(use.server, outcome.error)
+                self._end_turn(FinishReason.TOOL_CALLS, ToolStatus.FAILED, outcome.error, outcome.error)
+                return
+        self._write_uses(rec, turn)
+        self._next_call(rec, turn)
+
+    def _end_turn(self, reason: FinishReason, status: ToolStatus, why: str, error: str | None) -> None:
+        """The turn ends before the model's last word: everything said and done so far is kept."""
+        turn, rec = self.turn, self.active
+        if turn is None or rec is None:
+            return
+        withdrawn = turn.waiting == Waiting.APPROVAL
+        turn.end_unrun(status, why)
+        self._write_uses(rec, turn)
+        if withdrawn:
+            self.approval_withdrawn.emit(rec.message.id)
+        stats = turn.last_stats if turn.last_stats is not None else rec.live_stats()
+        self._answer_ended(rec.finish(DoneEvent(reason, stats, turn.text, error)))
+
+    def _write_uses(self, rec: AnswerRecorder, turn: ToolTurn) -> None:
+        rec.message.tool_uses = list(turn.uses)
+        if not rec.write_error:
+            rec._write(self.store.set_tool_uses, rec.message.id, turn.uses)
+        if self._shown(rec.message):
+            self.tool_uses_changed.emit(rec.message.id, list(turn.uses))
 
     def _compare_ended(self, job: CompareJob, done: DoneEvent) -> None:
         self.job = None
@@ -389,8 +559,14 @@ class AnswerController(QObject):
 
 
 def chat_messages(messages: list[Message], system_prompt: str) -> list[ChatMessage]:
+    """The stored conversation as the model is sent it: an answer that called tools as it happened."""
     chat = [ChatMessage("system", system_prompt)] if system_prompt else []
-    return chat + [ChatMessage(m.role, prompt_text(m.content, m.attachments), m.reasoning) for m in messages]
+    for m in messages:
+        if m.role == Role.ASSISTANT and m.tool_uses:
+            chat += replay(m.content, m.tool_uses, m.reasoning)
+        else:
+            chat.append(ChatMessage(m.role, prompt_text(m.content, m.attachments), m.reasoning))
+    return chat
 
 
 def build_comparison(answer: Message, plain: DoneEvent) -> dict:

@@ -34,6 +34,7 @@ class EngineHostApi(Protocol):
         purpose: RequestPurpose = RequestPurpose.ANSWER,
         remember: int | None = None,
         collections: tuple[str, ...] = (),
+        tools: tuple = (),
     ) -> AnswerRequest: ...
 
     def stop(self, request_id: int | None = None) -> None: ...

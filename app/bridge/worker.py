@@ -41,7 +41,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
-from engine import DoneEvent, RoundEvent, TokenEvent
+from engine import DoneEvent, RoundEvent, TokenEvent, ToolSpec
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
 from engine.documents import grounding
 from engine.documents.library import Library, LibraryError
@@ -98,6 +98,7 @@ class AnswerRequest:
     ticket: Ticket | None = None  # its place in the engine thread's line
     remember: int | None = None
     collections: tuple[str, ...] = ()  # document collections to ground the last message in (engine.documents)
+    tools: tuple[ToolSpec, ...] = ()  # functions the model may call (MCP servers' tools), under the tool grammar
 
 
 @dataclass
@@ -214,9 +215,18 @@ class EngineWorker(QObject):
         try:
             messages, documents = self._grounded(request) if request.collections else (request.messages, [])
             events = self.engine.chat(
-                messages, request.sampling, request.spec, request.cancel, remember=request.remember, documents=documents
+                messages,
+                request.sampling,
+                request.spec,
+                request.cancel,
+                remember=request.remember,
+                documents=documents,
+                tools=request.tools,
+                tool_grammar=bool(request.tools),
             )
             for event in events:
+                if isinstance(event, TokenEvent) and event.tool_call:
+                    continue  # a call's markup: the DoneEvent lists the call, the window shows it as a tool block
                 if isinstance(event, TokenEvent):
                     self.token_received.emit(
                         request.id, event.text, event.source.value, max(round_index, 0), event.reasoning
@@ -449,6 +459,7 @@ class EngineHost(QObject):
         purpose: RequestPurpose = RequestPurpose.ANSWER,
         remember: int | None = None,
         collections: tuple[str, ...] = (),
+        tools: tuple[ToolSpec, ...] = (),
     ) -> AnswerRequest:
         """Put an answer in the engine thread's line; it ends in worker.answer_finished or answer_failed.
 
@@ -456,7 +467,8 @@ class EngineHost(QObject):
         it while it waits makes its turn end at once (the engine sees the cancel flag), so its end
         arrives as usual. remember: the conversation's id, to add this answer to the history index
         (None: not added). collections: ground the last message in these document collections
-        (worker.sources_found, before its tokens).
+        (worker.sources_found, before its tokens). tools: functions the model may call; its calls end the
+        answer with FinishReason.TOOL_CALLS (their markup is not sent as tokens).
         """
         request = AnswerRequest(
             next(self._ids),
@@ -466,6 +478,7 @@ class EngineHost(QObject):
             RequestPurpose(purpose),
             remember=remember,
             collections=tuple(collections),
+            tools=tuple(tools),
         )
         self._pending[request.id] = request
         request.ticket = self.queue.submit(

@@ -28,6 +28,7 @@ from app.chat.rich_text import MessageBody
 from app.chat.sources_panel import SourcesPanel
 from app.chat.stats_footer import StatsFooter
 from app.chat.thinking_view import ThinkingSection
+from app.chat.tool_block import ToolBlocks
 from app.core.figures import DRAFTER_LABELS, comparison_heading
 from app.core.store import Message, Role, Token
 from app.ui import theme
@@ -128,6 +129,9 @@ class MessageWidget(QFrame):
         self.attachment_chips = AttachmentChips(message.attachments)  # hidden when none
         layout.addWidget(self.attachment_chips)
 
+        self.tool_blocks = ToolBlocks(message.tool_uses, self)  # hidden when it called no tool
+        layout.addWidget(self.tool_blocks)
+
         self.body = MessageBody(self)
         self.body.token_tooltip = self.token_tooltip
         # The answer and, on request, the plain-decoding text of its comparison beside it.
@@ -196,6 +200,10 @@ class MessageWidget(QFrame):
         self.message.sources = sources
         self.sources_panel.set_sources(sources)
 
+    def set_tool_uses(self, uses: list) -> None:
+        self.message.tool_uses = list(uses)
+        self.tool_blocks.set_uses(self.message.tool_uses)
+
     def set_live_stats(self, stats: AnswerStats) -> None:
         self.live_stats = stats
         if self.footer:
@@ -210,6 +218,7 @@ class MessageWidget(QFrame):
         self._show_thinking()
         self.body.finish(message.content, message.tokens)
         self.sources_panel.set_sources(message.sources)
+        self.tool_blocks.set_uses(message.tool_uses)
         self._refresh()
 
     def set_colours(self, colours: bool) -> None:
@@ -569,6 +578,11 @@ class ChatView(QScrollArea):
     def set_sources(self, message_id: int, sources: list) -> None:
         if (widget := self.message_widget(message_id)) is not None:
             widget.set_sources(sources)
+
+    def set_tool_uses(self, message_id: int, uses: list) -> None:
+        self.flush()  # the text said before the calls is drawn first
+        if (widget := self.message_widget(message_id)) is not None:
+            widget.set_tool_uses(uses)
 
     def set_live_stats(self, message_id: int, stats: AnswerStats) -> None:
         widget = self.widgets.get(message_id)

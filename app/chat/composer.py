@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 from app.chat.attachment_chips import AttachmentChips
 from app.chat.context_meter import ContextMeter
 from app.chat.documents_button import DocumentsButton
+from app.chat.tools_button import ToolsButton
 from app.core import attachments as files
 from app.core.attachments import Attachment, AttachmentError
 from app.ui import theme
@@ -147,6 +148,8 @@ class Composer(QFrame):
         under.addWidget(self.attach_button)
         self.documents_button = DocumentsButton()  # the window fills its menu with the collections
         under.addWidget(self.documents_button)
+        self.tools_button = ToolsButton()  # the window fills its menu with the MCP servers
+        under.addWidget(self.tools_button)
         self.chat_settings_button = QToolButton()  # the window opens This chat's dialog
         self.chat_settings_button.setText("This chat")
         self.chat_settings_button.setAutoRaise(True)

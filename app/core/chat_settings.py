@@ -37,6 +37,8 @@ class ChatSettings:
     draft: str = ""  # the draft chosen with it ("": none); used only with target
     sampling: dict[str, float] = field(default_factory=dict)  # SAMPLING_FIELDS this chat sets
     collections: list[str] = field(default_factory=list)  # document collections its answers draw on (engine.documents)
+    mcp_servers: list[str] = field(default_factory=list)  # MCP servers (mcp.json names) whose tools it offers
+    allowed_tools: list[str] = field(default_factory=list)  # "server/tool" it may call without asking (tool_key)
 
     @property
     def is_default(self) -> bool:
@@ -77,6 +79,10 @@ class ChatSettings:
             lines.append(f"{SAMPLING_FIELDS[name]}: {format_value(name, value)}")
         if self.collections:
             lines.append("Documents: " + ", ".join(self.collections))
+        if self.mcp_servers:
+            lines.append("Tools from: " + ", ".join(self.mcp_servers))
+        if self.allowed_tools:
+            lines.append("Always allowed: " + ", ".join(self.allowed_tools))
         return lines
 
     # -- persistence --------------------------------------------------------------------------
@@ -93,6 +99,10 @@ class ChatSettings:
             data["sampling"] = dict(self.sampling)
         if self.collections:
             data["collections"] = list(self.collections)
+        if self.mcp_servers:
+            data["mcp_servers"] = list(self.mcp_servers)
+        if self.allowed_tools:
+            data["allowed_tools"] = list(self.allowed_tools)
         return data
 
     @classmethod
@@ -115,7 +125,14 @@ class ChatSettings:
         collections = data.get("collections")
         if isinstance(collections, list):
             chat.collections = list(dict.fromkeys(c for c in collections if isinstance(c, str) and c))
+        chat.mcp_servers = _names(data.get("mcp_servers"))
+        chat.allowed_tools = _names(data.get("allowed_tools"))
         return chat
+
+
+def _names(value) -> list[str]:
+    """A stored list of names, without duplicates or what is not a name."""
+    return list(dict.fromkeys(v for v in value if isinstance(v, str) and v)) if isinstance(value, list) else []
 
 
 def model_available(path: str, settings: Settings) -> bool:

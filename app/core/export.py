@@ -9,6 +9,7 @@ from pathlib import Path
 
 from app.core.figures import figures
 from app.core.store import Conversation, Message, Role, Store
+from app.core.tool_steps import ToolStatus, ToolUse
 
 FORMAT_VERSION = 1
 
@@ -27,6 +28,7 @@ def to_markdown(conversation: Conversation, messages: Sequence[Message]) -> str:
         out += [f"## {name}" + (f" (draft: {draft})" if draft else ""), ""]
         if m.reasoning:  # folded, as in the app (GitHub and most Markdown viewers honour <details>)
             out += ["<details><summary>Thinking</summary>", "", m.reasoning, "", "</details>", ""]
+        out += tool_uses_markdown(m.tool_uses)
         out += [m.content, ""]
         if m.sources:  # the passages of the user's documents it was given, [n] as it cites them
             out += ["<details><summary>Sources</summary>", ""]
@@ -52,6 +54,20 @@ def to_markdown(conversation: Conversation, messages: Sequence[Message]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def tool_uses_markdown(uses: Sequence[ToolUse]) -> list[str]:
+    """Each tool call folded, as in the app: its name and server, then the full arguments and its result."""
+    out: list[str] = []
+    for u in uses:
+        where = f" on {u.server}" if u.server else ""
+        status = "" if u.status == ToolStatus.DONE else f" ({u.error or u.status.value})"
+        out += [f"<details><summary>Tool call: {u.name}{where}{status}</summary>", ""]
+        out += ["Arguments:", "", "```json", json.dumps(u.arguments, indent=2, ensure_ascii=False), "```", ""]
+        if u.status in (ToolStatus.DONE, ToolStatus.FAILED_TOOL):
+            out += [f"Result ({u.elapsed_s:.1f} s):", "", "```", u.result, "```", ""]
+        out += ["</details>", ""]
+    return out
+
+
 def to_json(conversation: Conversation, messages: Sequence[Message]) -> str:
     data = {
         "format": "specula-conversation",
@@ -73,6 +89,7 @@ def to_json(conversation: Conversation, messages: Sequence[Message]) -> str:
                 "stats": m.stats.to_dict() if m.stats else None,
                 "comparison": m.comparison,
                 "sources": [src.to_dict() for src in m.sources],
+                "tool_uses": [u.to_dict() for u in m.tool_uses],
                 # Token sources as [text, source, round] triples.
                 "tokens": [[t.text, t.source, t.round] for t in m.tokens],
             }

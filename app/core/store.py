@@ -24,6 +24,7 @@ from pathlib import Path
 
 from app.core.attachments import Attachment
 from app.core.sources import Source, load_sources
+from app.core.tool_steps import ToolUse, load_tool_uses
 from engine import AnswerStats, FinishReason
 from engine.config import TokenSource
 from engine.paths import data_dir
@@ -79,6 +80,8 @@ MIGRATIONS: list[list[str]] = [
     ],
     # The passages of the user's documents an answer was given (app.core.sources.Source.to_dict() each), JSON.
     ["ALTER TABLE messages ADD COLUMN sources TEXT NOT NULL DEFAULT '[]'"],
+    # The tools an answer called and what they answered (app.core.tool_steps.ToolUse.to_dict() each), JSON.
+    ["ALTER TABLE messages ADD COLUMN tool_uses TEXT NOT NULL DEFAULT '[]'"],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -153,6 +156,7 @@ class Message:
     variant_of: int | None = None  # a regenerated answer: the first answer of its group
     variants: list[int] = field(default_factory=list)  # the ids of its group, oldest first ([] or [id]: alone)
     sources: list[Source] = field(default_factory=list)  # passages of the user's documents it was given
+    tool_uses: list[ToolUse] = field(default_factory=list)  # the tools it called, in order (app.core.tool_steps)
 
     def __post_init__(self) -> None:
         self.role = Role(self.role)
@@ -450,6 +454,12 @@ class Store:
                 "UPDATE messages SET sources = ? WHERE id = ?", (_json([s.to_dict() for s in sources]), message_id)
             )
 
+    def set_tool_uses(self, message_id: int, uses: Sequence[ToolUse]) -> None:
+        with self._tx():
+            self.db.execute(
+                "UPDATE messages SET tool_uses = ? WHERE id = ?", (_json([u.to_dict() for u in uses]), message_id)
+            )
+
     def set_comparison(self, message_id: int, comparison: dict) -> None:
         with self._tx():
             self.db.execute("UPDATE messages SET comparison = ? WHERE id = ?", (_json(comparison), message_id))
@@ -505,6 +515,7 @@ def _message(row: sqlite3.Row) -> Message:
         attachments=[Attachment.from_dict(a) for a in _load(row["attachments"]) or [] if isinstance(a, dict)],
         variant_of=row["variant_of"],
         sources=load_sources(_load(row["sources"])),
+        tool_uses=load_tool_uses(_load(row["tool_uses"])),
     )
 
 
@@ -561,4 +572,4 @@ def title_from(text: str, limit: int = 48) -> str:
 
 def history(messages: Iterable[Message]) -> list[Message]:
     """The messages worth sending to the model: drop answers that are only an error."""
-    return [m for m in messages if m.role == Role.USER or m.content.strip()]
+    return [m for m in messages if m.role == Role.USER or m.content.strip() or m.tool_uses]

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QInputDialog,
     QLabel,
+    QListWidget,
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
@@ -90,6 +91,21 @@ class ChatSettingsDialog(QDialog):
             grid.addWidget(QLabel(f"Settings: {format_value(name, app_value)}"), row_index, 2)
             self.own[name], self.spins[name] = check, spin
         layout.addWidget(sampling_box)
+
+        # Review: the tools this chat may call without asking (chosen with "Always allow" when one was called).
+        self.allowed = list(chat.allowed_tools)
+        tools_box = QGroupBox("Tools this chat calls without asking")
+        tools_layout = QHBoxLayout(tools_box)
+        self.allowed_list = QListWidget()
+        self.allowed_list.setMaximumHeight(self.fontMetrics().height() * 5)
+        self.allowed_list.setToolTip('server/tool: allowed with "Always allow this tool in this chat"')
+        tools_layout.addWidget(self.allowed_list, 1)
+        self.revoke_button = QPushButton("Revoke")
+        self.revoke_button.setToolTip("Ask again before each call of the selected tool")
+        self.revoke_button.clicked.connect(self.revoke_selected)
+        tools_layout.addWidget(self.revoke_button, 0, Qt.AlignmentFlag.AlignTop)
+        self._show_allowed()
+        layout.addWidget(tools_box)
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         self.reset_button = buttons.addButton("Use the app's settings", QDialogButtonBox.ButtonRole.ResetRole)
@@ -192,6 +208,19 @@ class ChatSettingsDialog(QDialog):
         if not on:
             spin.setValue(getattr(self.settings, name))
 
+    def _show_allowed(self) -> None:
+        self.allowed_list.clear()
+        self.allowed_list.addItems(self.allowed)
+        if not self.allowed:
+            self.allowed_list.addItem("None: every tool call is asked first.")
+        self.allowed_list.setEnabled(bool(self.allowed))
+        self.revoke_button.setEnabled(bool(self.allowed))
+
+    def revoke_selected(self) -> None:
+        rows = {index.row() for index in self.allowed_list.selectedIndexes()} or {self.allowed_list.currentRow()}
+        self.allowed = [key for i, key in enumerate(self.allowed) if i not in rows]
+        self._show_allowed()
+
     def reset(self) -> None:
         self._show(ChatSettings(target=self.chat.target, draft=self.chat.draft))
 
@@ -201,6 +230,9 @@ class ChatSettingsDialog(QDialog):
         """This chat's choices as the dialog shows them (its models are kept as they were)."""
         choice = self.preset_combo.currentText()
         result = ChatSettings(target=self.chat.target, draft=self.chat.draft)
+        # Chosen under the input box, not here: kept as they were (the allowed tools as reviewed).
+        result.collections, result.mcp_servers = list(self.chat.collections), list(self.chat.mcp_servers)
+        result.allowed_tools = list(self.allowed)
         if choice != APP_PROMPT:
             result.system_prompt = self.prompt_edit.toPlainText()
             result.preset = choice if choice in self.presets else ""

@@ -392,6 +392,8 @@ class ChatSession(QObject):
             self.effective_settings(),
             variant_of,
             collections=self.chat_settings.collections,
+            tool_servers=self.chat_settings.mcp_servers,
+            allowed_tools=self.chat_settings.allowed_tools,
         )
         if answer is None and replacing is not None:
             self.show_variant(replacing, replacing)

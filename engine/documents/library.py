@@ -33,6 +33,20 @@ from engine.json_file import write_json
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2  # 2: passages_grams (cjk.py); a version-1 index gains it, filled from its passages
+# Chinese, Japanese and Korean runs only, by three characters (cjk.py): contentless, nothing stored twice.
+# SQLite's trigram tokenizer came with 3.34 (2020); an older SQLite searches those runs by words only.
+GRAMS = sqlite3.sqlite_version_info >= (3, 34, 0)
+GRAMS_SCHEMA = """
+CREATE VIRTUAL TABLE IF NOT EXISTS passages_grams USING fts5(text, content='', tokenize='trigram');
+CREATE TRIGGER IF NOT EXISTS passages_added_grams AFTER INSERT ON passages
+WHEN cjk_runs(new.heading || ' ' || new.text) != '' BEGIN
+    INSERT INTO passages_grams(rowid, text) VALUES (new.id, cjk_runs(new.heading || ' ' || new.text));
+END;
+CREATE TRIGGER IF NOT EXISTS passages_removed_grams AFTER DELETE ON passages
+WHEN cjk_runs(old.heading || ' ' || old.text) != '' BEGIN
+    INSERT INTO passages_grams(passages_grams, rowid, text) VALUES ('delete', old.id, cjk_runs(old.heading || ' ' || old.text));
+END;
+"""
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     id INTEGER PRIMARY KEY,
@@ -65,16 +79,6 @@ CREATE TRIGGER IF NOT EXISTS passages_added AFTER INSERT ON passages BEGIN
 END;
 CREATE TRIGGER IF NOT EXISTS passages_removed AFTER DELETE ON passages BEGIN
     INSERT INTO passages_fts(passages_fts, rowid, heading, text) VALUES ('delete', old.id, old.heading, old.text);
-END;
--- Chinese, Japanese and Korean runs only, by three characters (cjk.py): contentless, nothing stored twice.
-CREATE VIRTUAL TABLE IF NOT EXISTS passages_grams USING fts5(text, content='', tokenize='trigram');
-CREATE TRIGGER IF NOT EXISTS passages_added_grams AFTER INSERT ON passages
-WHEN cjk_runs(new.heading || ' ' || new.text) != '' BEGIN
-    INSERT INTO passages_grams(rowid, text) VALUES (new.id, cjk_runs(new.heading || ' ' || new.text));
-END;
-CREATE TRIGGER IF NOT EXISTS passages_removed_grams AFTER DELETE ON passages
-WHEN cjk_runs(old.heading || ' ' || old.text) != '' BEGIN
-    INSERT INTO passages_grams(passages_grams, rowid, text) VALUES ('delete', old.id, cjk_runs(old.heading || ' ' || old.text));
 END;
 CREATE TABLE IF NOT EXISTS vectors (
     id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: (count, largest id) tells a cache what changed
@@ -338,8 +342,8 @@ def _connect(path: Path) -> sqlite3.Connection:
         if check != "ok":
             raise sqlite3.DatabaseError(check)
         with db:
-            db.executescript(SCHEMA)
-            if version == 1:  # an index from before passages_grams: its passages' runs go in now
+            db.executescript(SCHEMA + (GRAMS_SCHEMA if GRAMS else ""))
+            if version == 1 and GRAMS:  # an index from before passages_grams: its passages' runs go in now
                 db.execute(
                     "INSERT INTO passages_grams(rowid, text) SELECT id, cjk_runs(heading || ' ' || text) FROM passages"
                     " WHERE cjk_runs(heading || ' ' || text) != ''"

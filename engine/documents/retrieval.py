@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from engine.documents import cjk, vectors
-from engine.documents.library import Library
+from engine.documents.library import GRAMS, Library
 
 # Reciprocal rank fusion's constant (Cormack et al. 2009). Measured on questions about Debian's licence
 # texts (tests/test_vectors.py, all-MiniLM-L6-v2): k from 2 to 100 moved recall@5 by at most 2 of 30
@@ -163,7 +163,7 @@ def _keyword(library: Library, collections: list[str], question: str, limit: int
     """(passage id, hit) by BM25, best first: by words, fused with the three-character pieces of
     the question's Chinese, Japanese or Korean runs when it has any."""
     words = _ranked(library, "passages_fts", fts_query(question), collections, limit)
-    pieces = cjk.grams(question)
+    pieces = cjk.grams(question) if GRAMS else []
     if not pieces:
         return words
     grams = _ranked(library, "passages_grams", " OR ".join(f'"{g}"' for g in pieces), collections, limit)

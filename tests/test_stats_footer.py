@@ -50,3 +50,17 @@ def test_the_measured_figure_replaces_the_estimate_once_compare_has_run(qtbot):
     assert "0.93×" in footer.comparison_label.text()
     footer.set_stats(drafted_answer())  # a later refresh keeps the measurement
     assert footer.figure_texts()[0] == "0.93× vs plain (measured)"
+
+
+def test_the_share_of_the_answer_drafted_from_documents_is_a_figure_of_its_own(qtbot):
+    answer = drafted_answer()
+    answer.tokens_by_source = {"documents": 45, "lookup": 15, "target": 40}
+    footer = StatsFooter()
+    qtbot.addWidget(footer)
+    footer.set_params(AUTO)
+    footer.set_stats(answer)
+    footer.show()
+    assert "45% from your documents" in footer.figure_texts()
+    label = footer.figure_labels[footer.figure_texts().index("45% from your documents")]
+    assert "45 of the answer's 100 tokens" in label.toolTip()
+    assert not any("documents" in text for text, _ in figures(drafted_answer(), AUTO))  # none drafted: no figure

@@ -77,6 +77,16 @@ def figures(stats: AnswerStats, params: dict | None = None, comparison: dict | N
                 f"{stats.mean_accepted_length:.2f} accepted per drafted round on average.",
             )
         )
+    from_documents = stats.tokens_by_source.get("documents", 0)
+    if from_documents and stats.n_tokens:
+        items.append(
+            (
+                f"{from_documents / stats.n_tokens:.0%} from your documents",
+                f"{from_documents} of the answer's {stats.n_tokens} tokens were drafted from the passages of your "
+                "documents found for this question and accepted by the model (coloured as your documents); "
+                "each saved a step of the target, which is part of the speedup above.",
+            )
+        )
     items.append((f"{stats.gen_tps:.1f} tok/s", "Tokens per second while generating (after the prompt)."))
     tokens = f"{stats.n_tokens} token{'' if stats.n_tokens == 1 else 's'}"
     if stats.n_reasoning_tokens:

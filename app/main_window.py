@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QTimer, Slot
+from PySide6.QtCore import QByteArray, QTimer, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QApplication,
@@ -48,6 +48,7 @@ from app.core.store import Conversation, Role, Store
 from app.dialogs.chat_settings_dialog import ChatSettingsDialog
 from app.dialogs.documents_dialog import DocumentsDialog
 from app.dialogs.downloads import close_downloaders, open_downloader, open_library
+from app.dialogs.mcp_servers_dialog import McpServersDialog
 from app.dialogs.remote_engines_dialog import RemoteEnginesDialog
 from app.dialogs.server_panel import ServerPanel, ServerStatusLabel
 from app.dialogs.settings_dialog import SettingsDialog
@@ -64,6 +65,8 @@ from engine import FinishReason
 
 
 class MainWindow(QMainWindow):
+    mcp_servers_changed = Signal()  # mcp.json was saved from the MCP servers dialog: servers may differ
+
     def __init__(
         self,
         store: Store | None = None,
@@ -435,6 +438,12 @@ class MainWindow(QMainWindow):
             self.settings.remote_engines = dialog.engines()
             self.save_settings()
             self.remote_catalog.set_engines(self.settings.remote_engines)
+
+    def open_mcp_servers(self) -> None:
+        """Settings → MCP servers… (and the chat's Manage MCP servers…)."""
+        dialog = McpServersDialog(self.api_keys, self)
+        dialog.servers_changed.connect(self.mcp_servers_changed)
+        dialog.exec()
 
     def apply_settings(self, new: Settings) -> None:
         previous, self.settings = self.settings, new

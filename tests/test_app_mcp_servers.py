@@ -22,10 +22,12 @@ from PySide6.QtWidgets import QApplication, QLineEdit
 
 from app.core.api_keys import ApiKeys
 from app.core.mcp_servers import save_servers, with_values
+from app.core.settings import Settings
 from app.dialogs.mcp_import_dialog import McpImportDialog
 from app.dialogs.mcp_server_form import HTTP, join_args, split_args
 from app.dialogs.mcp_servers_dialog import McpServersDialog
 from engine.mcp import McpConfig, ServerConfig, ServerState, load_config, secret_ref
+from tests.app_helpers import make_window  # noqa: F401 - the window fixture
 from tests.test_mcp_host import children
 
 REPO = Path(__file__).resolve().parent.parent
@@ -409,3 +411,25 @@ def test_arguments_split_as_a_shell_would_and_come_back_the_same(platform):
     assert split_args(r"my\ folder", "linux") == ["my folder"]
     with pytest.raises(ValueError, match="No closing quotation"):
         split_args('"open', platform)
+
+
+def test_settings_menu_opens_the_editor_and_the_window_says_when_servers_changed(
+    qtbot,
+    make_window,  # noqa: F811
+    memory_keyring,
+):
+    window = make_window(Settings(), wait=False)
+    [action] = [a for a in window.menuBar().actions() if a.text() == "&Settings"]
+    [open_action] = [a for a in action.menu().actions() if a.text() == "&MCP servers…"]
+
+    def add_one() -> None:
+        dialog = QApplication.activeModalWidget()
+        assert isinstance(dialog, McpServersDialog) and dialog.api_keys is window.api_keys
+        add_stdio(dialog, qtbot, "files", "uvx", "mcp-server-files", env=[("KEY", "k")])
+        dialog.ok_button.click()
+
+    QTimer.singleShot(0, add_one)
+    with qtbot.waitSignal(window.mcp_servers_changed):
+        open_action.trigger()
+    assert load_config().servers["files"].args == ("mcp-server-files",)
+    assert window.api_keys.get("mcp/files/env/KEY") == "k"

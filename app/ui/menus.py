@@ -92,6 +92,7 @@ def build_menus(window) -> MenuActions:
         "Ctrl+Shift+,",
         "This chat's system prompt, preset and sampling",
     )
+    action(settings, "&MCP servers…", window.open_mcp_servers, tip="The programs and servers that give chats tools")
     # Not every platform defines a Preferences key; Ctrl+, everywhere.
     window.addAction(shortcut_action(window, "Ctrl+,", window.open_settings))
 

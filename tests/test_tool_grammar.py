@@ -43,7 +43,8 @@ def test_constrained_calls_are_lossless_at_temperature_zero(checks):
 
 
 def test_sampled_constrained_calls_parse(checks):
-    for mode in ("off", "draft"):
-        answer = checks["answers"][f"0.7/{mode}/True"]
-        assert answer["malformed"] == 0 and [c[0] for c in answer["calls"]] == ["get_weather"]
-        assert answer["grammar_rows"] > 0
+    """At 0.7 the model may answer in words instead; whatever it calls parses, to the tool offered."""
+    answers = [checks["answers"]["0.7/off/True"], checks["answers"]["0.7/draft/True"], *checks["sampled"]]
+    assert all(a["malformed"] == 0 and all(c[0] == "get_weather" for c in a["calls"]) for a in answers)
+    assert sum(bool(a["calls"]) for a in answers) >= len(answers) // 2
+    assert all(a["grammar_rows"] > 0 for a in answers)

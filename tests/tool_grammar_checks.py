@@ -54,9 +54,11 @@ def allowed(engine: Engine, written: str, candidates: list[str]) -> dict[str, bo
         grammar.close()
 
 
-def answer(engine: Engine, temperature: float, mode: DrafterMode, grammar: bool) -> dict:
-    sampling = SamplingParams(temperature=temperature, max_tokens=100, seed=5)
-    spec = SpecParams(mode=mode, draft_length=4 if temperature else None)
+def answer(engine: Engine, temperature: float, mode: DrafterMode, grammar: bool, seed: int = 5) -> dict:
+    sampling = SamplingParams(temperature=temperature, max_tokens=100, seed=seed)
+    # Above 0, a fixed draft (length and confidence floor) as the server's seeded requests use: the
+    # adaptive choice follows wall-clock costs, and another cut draws the seeded numbers differently.
+    spec = SpecParams(mode=mode, draft_length=4, draft_p_min=0.0) if temperature else SpecParams(mode=mode)
     events = list(engine.chat(QUESTION, sampling, spec, tools=[WEATHER], tool_grammar=grammar))
     done = events[-1]
     return {
@@ -82,6 +84,11 @@ def main(target: str, draft: str) -> None:
                 for mode in (DrafterMode.OFF, DrafterMode.DRAFT_MODEL)
                 for g in (False, True)
             },
+            "sampled": [
+                answer(engine, 0.7, mode, True, seed)
+                for mode in (DrafterMode.OFF, DrafterMode.DRAFT_MODEL)
+                for seed in (1, 2, 3)
+            ],
         }
     finally:
         engine.close()

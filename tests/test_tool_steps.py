@@ -16,7 +16,7 @@ def uses() -> list[ToolUse]:
 def test_an_answer_is_replayed_pass_by_pass():
     chat = replay("Reading. It says hi.", uses())
     assert [(m.role, m.content) for m in chat] == [
-        ("assistant", "Reading. "),
+        ("assistant", "Reading."),
         ("tool", "hi"),
         ("assistant", ""),
         ("tool", "bad"),  # a tool's own error goes back to the model as its result

@@ -25,7 +25,7 @@ from app.bridge.mcp_service import CallOutcome, McpService
 from app.bridge.model_controller import ModelController
 from app.bridge.remote_answers import SHUTDOWN_WAIT_S as REMOTE_SHUTDOWN_S
 from app.bridge.remote_answers import RemoteAnswers, is_remote_request
-from app.bridge.tool_turn import MAX_STEPS, TOOL_TIMEOUT_S, ApprovalRequest, ToolTurn, Waiting
+from app.bridge.tool_turn import MAX_STEPS, TOOL_TIMEOUT_S, ApprovalRequest, ToolTurn, Waiting, joined
 from app.bridge.worker import RequestPurpose
 from app.core.answers import STORE_WRITE_ERRORS, AnswerRecorder, answer_params, sampling_from_params, write_problem
 from app.core.attachments import prompt_text
@@ -447,7 +447,7 @@ class AnswerController(QObject):
         turn.last_stats = done.stats
         if done.finish_reason != FinishReason.TOOL_CALLS or not done.tool_calls:
             uses = bool(turn.uses)
-            self._answer_ended(rec.finish(replace(done, text=turn.text + done.text) if uses else done))
+            self._answer_ended(rec.finish(replace(done, text=joined(turn.text, done.text)) if uses else done))
             return
         turn.add_calls(done.text, done.tool_calls)
         self._write_uses(rec, turn)

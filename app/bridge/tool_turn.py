@@ -59,7 +59,7 @@ class ToolTurn:
 
     def add_calls(self, text: str, calls: tuple[ToolCall, ...]) -> list[ToolUse]:
         """A pass ended with calls: record them after the text it said, queued to run in order."""
-        self.text += text
+        self.text = joined(self.text, text)
         new = [
             ToolUse(c.id, c.name, dict(c.arguments), self.tool_server.get(c.name, ""), self.step, len(self.text))
             for c in calls
@@ -81,3 +81,10 @@ class ToolTurn:
             if use.status == ToolStatus.PENDING:
                 use.status, use.error = status, why
         self.queue, self.current, self.call_key = [], None, None
+
+
+def joined(before: str, after: str) -> str:
+    """Two passes' texts as one answer: a paragraph between them, so neither runs into the other."""
+    if before and after and not before.endswith("\n"):
+        return before + "\n\n" + after.lstrip()
+    return before + after

@@ -129,7 +129,9 @@ class AnswerRecorder:
         self.flush()
         stats = done.stats
         stats.backend = stats.backend or self.stats.backend
-        error = done.error if done.finish_reason in (FinishReason.ERROR, FinishReason.CONTEXT) else None
+        # TOOL_CALLS with an error: a tool loop ended early (denied, timed out, its server lost).
+        ended_early = (FinishReason.ERROR, FinishReason.CONTEXT, FinishReason.TOOL_CALLS)
+        error = done.error if done.finish_reason in ended_early else None
         self.reasoning = done.reasoning or self.reasoning.strip()
         self._finish(done.text, done.finish_reason, stats, error)
         return self.message

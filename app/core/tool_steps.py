@@ -87,7 +87,7 @@ def replay(content: str, uses: Sequence[ToolUse], reasoning: str = "") -> list[C
     start = 0
     for _step, group in _by_step(uses):
         at = max(start, min(group[0].at, len(content)))
-        out.append(ChatMessage("assistant", content[start:at], tool_calls=tuple(u.call for u in group)))
+        out.append(ChatMessage("assistant", content[start:at].strip(), tool_calls=tuple(u.call for u in group)))
         out += [ChatMessage("tool", u.result_for_model(), tool_call_id=u.id, name=u.name) for u in group]
         start = at
     if rest := content[start:].strip():

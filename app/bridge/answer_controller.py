@@ -277,6 +277,9 @@ class AnswerController(QObject):
                 "there is no plain run here to compare it with. The server's own figures are under the answer."
             )
             return False
+        if answer.tool_uses:  # a plain rerun would call no tool: its text could not be compared
+            self.notice.emit("Compare with plain decoding is for answers without tool calls: this one called tools.")
+            return False
         if self.comparing is not None:
             self.notice.emit("A comparison is running already: wait for it, or stop it with Esc.")
             return False

@@ -201,9 +201,8 @@ class MainWindow(QMainWindow):
         self.composer.documents_button.manage_documents.connect(self.open_documents)
         self.documents.summaries_ready.connect(self._update_documents_button)
         self.composer.tools_button.servers_chosen.connect(self.choose_tool_servers)
-        self.composer.tools_button.manage_servers.connect(
-            lambda: self.status.showMessage("MCP servers are listed in mcp.json in Specula's data folder.", 8000)
-        )
+        self.composer.tools_button.manage_servers.connect(self.open_mcp_servers)
+        self.mcp_servers_changed.connect(self._update_tools_button)  # servers added, renamed or removed
         self.mcp.server_failed.connect(self._update_tools_button)
         self.documents.other_model_downloaded.connect(self._on_model_downloaded)
         self.documents.embedding_model_downloaded.connect(self._on_embedding_model_downloaded)

@@ -204,3 +204,17 @@ def test_a_crashed_server_ends_the_turn_with_its_message(qtbot, make_window, ser
     assert answer.tool_uses[0].status == ToolStatus.FAILED
     assert "test" in answer.error and answer.complete
     assert window.mcp.failure("test")  # started afresh when a chat needs it next
+
+
+def test_the_tools_button_lists_the_servers_and_follows_the_editor(qtbot, make_window, servers):
+    from engine.mcp import load_config, save_config
+
+    window = make_window(Settings(), wait=False)
+    names = lambda: [a.text() for a in window.composer.tools_button.menu().actions() if a.isCheckable()]  # noqa: E731
+    assert names() == ["files", "test"] and window.composer.tools_button.text() == "Tools"  # none ticked
+    config = load_config()
+    del config.servers["test"]
+    save_config(config)
+    window.mcp_servers_changed.emit()  # the MCP servers editor saved mcp.json
+    assert names() == ["files"]
+    assert not window.mcp.started  # listing servers starts none

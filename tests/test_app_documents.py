@@ -138,20 +138,21 @@ def test_meaning_search_in_the_app_an_embedding_model_chosen_checked_and_used(
     window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=8))
     window.open_documents()
     dialog, service = window.documents_dialog, window.documents
-    failures = []
+    # The library's signals come from its own thread: waited for by what they leave, not with
+    # waitSignal (a blocker's queued slot can outlive it when several such signals are in flight).
+    failures, indexed = [], []
     service.failed.connect(failures.append)
-    with qtbot.waitSignal(service.summaries_ready, timeout=30_000):
-        service.set_embedding_model(smollm2_path)  # a chat model: refused, said why
-    qtbot.waitUntil(lambda: bool(failures))
+    service.indexed.connect(lambda name, report: indexed.append(name))
+    service.set_embedding_model(smollm2_path)  # a chat model: refused, said why
+    qtbot.waitUntil(lambda: bool(failures), timeout=30_000)
     assert "chat" in failures[0].lower() and service.embedding_model() == ""
-    with qtbot.waitSignal(service.summaries_ready, timeout=30_000):
-        service.set_embedding_model(str(embedding_fixture.minilm_gguf()))
-    assert "meaning" in dialog.embedding_label.text()
+    service.set_embedding_model(str(embedding_fixture.minilm_gguf()))
+    qtbot.waitUntil(lambda: "meaning" in dialog.embedding_label.text(), timeout=30_000)
 
     embedded = []
     service.vector_progress.connect(lambda name, p: embedded.append((p.done, p.total)))
-    with qtbot.waitSignal(service.indexed, timeout=180_000):
-        dialog.add_paths([str(licenses)])
+    dialog.add_paths([str(licenses)])
+    qtbot.waitUntil(lambda: "licenses" in indexed, timeout=180_000)
     assert embedded and embedded[-1][0] == embedded[-1][1] > 40
     library = Library(service.root)
     _, passages, _ = library.counts("licenses")

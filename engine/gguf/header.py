@@ -161,7 +161,8 @@ class GGUFInfo:
     @property
     def is_embedding_model(self) -> bool:
         """It turns text into vectors (it pools, or is an encoder): not a model to chat with."""
-        return (self.pooling_type not in (None, 0, RANK_POOLING)) or (
+        # 1 mean, 2 CLS, 3 last token; 0 none and -1 (4294967295 as stored) unspecified: a generator.
+        return self.pooling_type in (1, 2, 3) or (
             self.pooling_type is None and self.architecture in ENCODER_ARCHITECTURES
         )
 

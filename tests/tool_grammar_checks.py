@@ -37,7 +37,7 @@ QUESTION = [ChatMessage("system", SYSTEM), ChatMessage("user", "What is the weat
 
 def allowed(engine: Engine, written: str, candidates: list[str]) -> dict[str, bool]:
     """After the answer so far is `written`, which candidate texts may come next (each one token)."""
-    grammar = make_tool_grammar(engine.target.vocab, HERMES, [WEATHER])
+    grammar = make_tool_grammar(engine.target.grammar_pieces, HERMES, [WEATHER])
     try:
         for token in engine.prompt_tokenizer.plain(written):
             grammar.accept(token)
@@ -76,6 +76,9 @@ def main(target: str, draft: str) -> None:
     try:
         result = {
             "before": allowed(engine, "Let me", [" check", "<eos>"]),
+            # `{` opens a bare call at the start; `{{` would hand the grammar a brace it has no rule for.
+            "start": allowed(engine, "", ["{{", '{"', "Hello", "<eos>"]),
+            "prose": allowed(engine, "Pass it as {", ["city", "Hello"]),  # a brace in prose opens nothing
             "opened": allowed(engine, "<tool_call>\n", ["{", "Hello", "<eos>"]),
             "name": allowed(engine, '<tool_call>\n{"name": "', ["get", "set", "<eos>"]),
             "answers": {

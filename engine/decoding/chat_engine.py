@@ -303,7 +303,7 @@ class Engine:
         grammar = None
         if tool_grammar and tools:
             forced = tool_choice is not None and tool_choice.must_call
-            grammar = make_tool_grammar(self.target.vocab, self.formatter.tool_syntax, tools, forced)
+            grammar = make_tool_grammar(self.target.grammar_pieces, self.formatter.tool_syntax, tools, forced)
         track = GrammarTrack(grammar) if grammar is not None else None
         events = self.speculator.stream(
             prompt, sampling, spec, cancel, stats, t_request, splitter, self._marker_pieces() if tools else None, track

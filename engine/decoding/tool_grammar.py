@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-from engine.llama.grammar import Grammar
+from engine.llama.grammar import Grammar, Trigger, VocabPieces
 from engine.tools import HERMES, ToolSpec, ToolSyntax
 
 # JSON whitespace as models write it (the converter's own rule allows one space only).
@@ -61,11 +61,17 @@ def hermes_gbnf(tools: Sequence[ToolSpec], forced: bool = False) -> str:
     )
 
 
-# The grammar takes over from the marker (std::regex_match on the whole answer so far).
-HERMES_TRIGGERS = (r"[\s\S]*?(<tool_call>)[\s\S]*", r"\s*(```json)[\s\S]*", r"\s*(\{)[\s\S]*")
+# The grammar takes over from the marker: <tool_call> anywhere, a fence or a bare object only as the answer.
+HERMES_TRIGGERS = (
+    Trigger("<tool_call>", anywhere=True),
+    Trigger("```json", anywhere=False),
+    Trigger("{", anywhere=False),
+)
 
 
-def make_tool_grammar(vocab, syntax: ToolSyntax, tools: Sequence[ToolSpec], forced: bool = False) -> Grammar | None:
+def make_tool_grammar(
+    vocab: VocabPieces, syntax: ToolSyntax, tools: Sequence[ToolSpec], forced: bool = False
+) -> Grammar | None:
     """A lazy grammar for these tools' calls, or None where the syntax has none here. forced (tool_choice
     required, or a named function): not lazy, the answer must be calls from its first token."""
     if syntax != HERMES or not tools:

@@ -9,6 +9,7 @@ steps, rolling back rejected drafts and editing an earlier message.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import re
 import threading
@@ -23,6 +24,7 @@ from engine.errors import ContextFullError, DecodeError, ModelLoadError
 from engine.gguf.header import GGUFInfo, read_header
 from engine.llama import backends, cpu_weights, offload
 from engine.llama import log as llama_log
+from engine.llama.grammar import VocabPieces
 from engine.llama.memory import (
     Checkpoint,
     CheckpointCounters,
@@ -280,6 +282,11 @@ class ModelRunner:
             buf = ctypes.create_string_buffer(-n)
             n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
         return buf.raw[:n]
+
+    @functools.cached_property
+    def grammar_pieces(self) -> VocabPieces:
+        """The vocabulary as grammars see it (built on first use: only tool chats need it)."""
+        return VocabPieces(self.vocab)
 
     def token_text(self, token: int) -> str:
         """The vocabulary's text for a token id, as stored (for compatibility checks)."""

@@ -135,6 +135,20 @@ def test_lookup_offers_are_scored_against_what_the_target_produced_drafted_or_no
     assert lookup.tracker(offer.key).next[0] > 0 and lookup.n_drafted == 0
 
 
+def test_lookup_drafts_a_tool_result_as_a_call_quotes_it_escaped():
+    # The prompt holds a file as read (tokens 1..6 with 7 a newline); the call quotes it escaped (70 for \\n).
+    file_as_read = [1, 2, 3, 7, 4, 5, 6]
+    file_as_quoted = [1, 2, 3, 70, 4, 5, 6]
+    lookup = LookupDrafter()
+    context = [40, *file_as_read, 41, 42, 1, 2, 3, 70]  # the call has quoted past the escaped newline
+    assert lookup.offer(context, 3, []) is None  # the prompt alone has nothing after an escaped newline
+    lookup.use_quotes([file_as_quoted])
+    offer = lookup.offer(context, 3, [])
+    assert lookup.proposal == [4, 5, 6] and offer.match_length == 4
+    lookup.use_quotes([])
+    assert lookup.quotes is None
+
+
 def test_history_is_offered_only_where_it_matches_further_back_than_lookup():
     class Index:
         match_length = 2

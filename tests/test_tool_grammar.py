@@ -32,6 +32,8 @@ def test_the_grammar_waits_for_a_call_then_holds_it_to_the_tools(checks):
     assert checks["prose"] == {"city": True, "Hello": True}
     assert checks["opened"] == {"{": True, "Hello": False, "<eos>": False}
     assert checks["name"] == {"get": True, "set": False, "<eos>": False}  # only a tool offered
+    assert checks["after call"] == {"\n": True, "<eos>": True}
+    assert checks["after call, single"] == {"\n": False, "<eos>": True}
 
 
 def test_constrained_calls_are_lossless_at_temperature_zero(checks):

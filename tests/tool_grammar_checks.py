@@ -32,12 +32,14 @@ SYSTEM = (
     "You are a helpful assistant. Use the tools when needed, "
     "then answer the user in plain words from the tool's result."
 )
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 QUESTION = [ChatMessage("system", SYSTEM), ChatMessage("user", "What is the weather like in Paris right now?")]
 
 
-def allowed(engine: Engine, written: str, candidates: list[str]) -> dict[str, bool]:
-    """After the answer so far is `written`, which candidate texts may come next (each one token)."""
-    grammar = make_tool_grammar(engine.target.grammar_pieces, HERMES, [WEATHER])
+def allowed(engine: Engine, written: str, candidates: list[str], **kinds) -> dict[str, bool]:
+    """After the answer so far is `written`, which candidate texts may come next (each one token).
+    kinds: make_tool_grammar's forced and single."""
+    grammar = make_tool_grammar(engine.target.grammar_pieces, HERMES, [WEATHER], **kinds)
     try:
         for token in engine.prompt_tokenizer.plain(written):
             grammar.accept(token)
@@ -81,6 +83,9 @@ def main(target: str, draft: str) -> None:
             "prose": allowed(engine, "Pass it as {", ["city", "Hello"]),  # a brace in prose opens nothing
             "opened": allowed(engine, "<tool_call>\n", ["{", "Hello", "<eos>"]),
             "name": allowed(engine, '<tool_call>\n{"name": "', ["get", "set", "<eos>"]),
+            # After one call: another may follow, unless the grammar allows one only (parallel_tool_calls off).
+            "after call": allowed(engine, CALL, ["\n", "<eos>"], forced=True),
+            "after call, single": allowed(engine, CALL, ["\n", "<eos>"], forced=True, single=True),
             "answers": {
                 f"{t}/{mode.value}/{g}": answer(engine, t, mode, g)
                 for t in (0.0, 0.7)

@@ -29,7 +29,7 @@ from engine.history import store as history_store
 from engine.llama import backends, offload
 from engine.llama.memory import MemoryKind
 from engine.llama.runner import Cancelled, ModelRunner, common_prefix
-from engine.tools import ToolCallParser, ToolChoice, ToolChoiceMode, ToolSpec
+from engine.tools import ToolCallParser, ToolChoice, ToolChoiceMode, ToolSpec, json_quoted
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +263,7 @@ class Engine:
         tools: Sequence[ToolSpec] = (),
         tool_choice: ToolChoice | None = None,
         tool_grammar: bool = False,
+        parallel_tool_calls: bool = True,
     ) -> Iterator[Event]:
         """Stream the assistant's answer to a conversation (the last message is the user's, or a
         tool's result).
@@ -283,7 +284,8 @@ class Engine:
         and its arguments follow the tool's schema (the Hermes syntax only: Qwen, Hermes, the
         fallback; engine/decoding/tool_grammar.py), verified losslessly; its cost is in
         DoneEvent.stats.grammar_s. With tool_choice required or a named function the grammar holds
-        from the first token: the answer is calls and nothing else.
+        from the first token: the answer is calls and nothing else. parallel_tool_calls False: the
+        grammar ends the answer after one call (a small model forced to call tends to repeat it).
         """
         t_request = time.perf_counter()
         sampling = sampling or SamplingParams()
@@ -300,10 +302,15 @@ class Engine:
         opening, closing = self.formatter.reasoning_markers
         splitter = ReasoningSplitter(opening, closing, thinking=self.formatter.opens_reasoning)
         self.speculator.documents.use([self.prompt_tokenizer.plain(text) for text in documents])
+        # A call quotes a tool's result inside a JSON string: lookup drafts from it as escaped there.
+        quoted = [json_quoted(m.content) for m in messages if m.role == "tool" and m.content] if tools else []
+        self.speculator.lookup.use_quotes([self.prompt_tokenizer.plain(text) for text in quoted])
         grammar = None
         if tool_grammar and tools:
             forced = tool_choice is not None and tool_choice.must_call
-            grammar = make_tool_grammar(self.target.grammar_pieces, self.formatter.tool_syntax, tools, forced)
+            grammar = make_tool_grammar(
+                self.target.grammar_pieces, self.formatter.tool_syntax, tools, forced, single=not parallel_tool_calls
+            )
         track = GrammarTrack(grammar) if grammar is not None else None
         events = self.speculator.stream(
             prompt, sampling, spec, cancel, stats, t_request, splitter, self._marker_pieces() if tools else None, track
@@ -321,6 +328,7 @@ class Engine:
                 yield event
         finally:
             self.speculator.documents.use([])
+            self.speculator.lookup.use_quotes([])
             if track is not None:
                 track.close()
 

@@ -231,15 +231,26 @@ class MatchDrafter(Drafter):
 
 
 class LookupDrafter(MatchDrafter):
-    """Prompt lookup over the conversation so far (prompt plus the answer being written)."""
+    """Prompt lookup over the conversation so far (prompt plus the answer being written), and over the
+    prompt's tool results as a tool call's JSON string would quote them (use_quotes): an edit's old_text
+    copies the file read_file returned, but with its newlines and quotes escaped, which the prompt's own
+    tokens never match beyond one line."""
 
     kind = DrafterKind.LOOKUP
     source = TokenSource.LOOKUP
     modes = frozenset({DrafterMode.AUTO, DrafterMode.LOOKUP, DrafterMode.BOTH})
+    QUOTE_MIN_MATCH = 3
 
     def __init__(self, n_min: int = 1, n_max: int = 4):
         super().__init__()
         self.index = NgramIndex(n_min, n_max)
+        self.quotes: SuffixIndex | None = None
+
+    def use_quotes(self, quoted: Sequence[Sequence[int]]) -> None:
+        """Also draft from these token sequences (the prompt's texts as quoted in JSON) until told otherwise."""
+        pieces = [np.asarray(q, np.int32) for q in quoted if len(q)]
+        separated = [part for q in pieces for part in (q, np.array([SEP], np.int32))]
+        self.quotes = SuffixIndex(np.concatenate(separated)) if pieces else None
 
     def begin(self, spec: SpecParams) -> None:
         super().begin(spec)
@@ -248,7 +259,14 @@ class LookupDrafter(MatchDrafter):
 
     def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int]:
         tokens = self.index.propose(context, k_cap)
-        return tokens, self.index.last_match_length
+        length = self.index.last_match_length
+        found = self.quotes.longest_match(context) if self.quotes is not None else None
+        if found is not None and found.length >= max(self.QUOTE_MIN_MATCH, length + 1):
+            rows = self.quotes.continuations(found.starts[:MAX_ROWS], MAX_MATCH)
+            quoted, _share = most_frequent_path(rows, k_cap, 0.0)
+            if quoted:
+                return quoted, found.length
+        return tokens, length
 
 
 class HistoryDrafter(MatchDrafter):

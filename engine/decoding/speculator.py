@@ -105,7 +105,8 @@ class Speculator:
         # Asked in this order every round: the documents found for the answer (empty unless some were),
         # the current conversation's lookup, then the user's history.
         self.documents = DocumentDrafter()
-        self.drafters: list[Drafter] = [self.documents, LookupDrafter()]
+        self.lookup = LookupDrafter()
+        self.drafters: list[Drafter] = [self.documents, self.lookup]
         if history is not None:
             self.drafters.append(HistoryDrafter(history))
         if self.draft_runner is not None:

@@ -35,9 +35,9 @@ from engine.tools import HERMES, ToolSpec, ToolSyntax
 _SPACE = 'space ::= | " " | "\\n" [ \\t]{0,20}'
 
 
-def hermes_gbnf(tools: Sequence[ToolSpec], forced: bool = False) -> str:
+def hermes_gbnf(tools: Sequence[ToolSpec], forced: bool = False, single: bool = False) -> str:
     """The grammar of one or more <tool_call> blocks, one ```json fence or one bare object, each a call to
-    a tool offered (forced: the answer is <tool_call> blocks and nothing else)."""
+    a tool offered (forced: the answer is <tool_call> blocks and nothing else; single: one call at most)."""
     schema = {
         "oneOf": [
             {
@@ -53,7 +53,7 @@ def hermes_gbnf(tools: Sequence[ToolSpec], forced: bool = False) -> str:
     rules = [_SPACE if r.startswith("space ::=") else r for r in rules]
     return "\n".join(
         [
-            'root ::= tagged ( "\\n"* tagged )*' + ("" if forced else " | fenced | call"),
+            "root ::= tagged" + ("" if single else ' ( "\\n"* tagged )*') + ("" if forced else " | fenced | call"),
             'tagged ::= "<tool_call>" space call space "</tool_call>"',
             'fenced ::= "```json" space call space "```"',
             *rules,
@@ -70,15 +70,16 @@ HERMES_TRIGGERS = (
 
 
 def make_tool_grammar(
-    vocab: VocabPieces, syntax: ToolSyntax, tools: Sequence[ToolSpec], forced: bool = False
+    vocab: VocabPieces, syntax: ToolSyntax, tools: Sequence[ToolSpec], forced: bool = False, single: bool = False
 ) -> Grammar | None:
     """A lazy grammar for these tools' calls, or None where the syntax has none here. forced (tool_choice
-    required, or a named function): not lazy, the answer must be calls from its first token."""
+    required, or a named function): not lazy, the answer must be calls from its first token. single: the
+    answer ends after one call."""
     if syntax != HERMES or not tools:
         return None
     if forced:
-        return Grammar(vocab, hermes_gbnf(tools, forced=True))
-    return Grammar(vocab, hermes_gbnf(tools), HERMES_TRIGGERS)
+        return Grammar(vocab, hermes_gbnf(tools, forced=True, single=single))
+    return Grammar(vocab, hermes_gbnf(tools, single=single), HERMES_TRIGGERS)
 
 
 def _masked(state: Grammar, row: np.ndarray, top_k: int, min_p: float) -> np.ndarray:

@@ -166,6 +166,7 @@ class EngineService:
                     tool_choice=generation.tool_choice,
                     # required or a named function: held to calls by a grammar where the family has one
                     tool_grammar=generation.tool_choice is not None and generation.tool_choice.must_call,
+                    parallel_tool_calls=generation.parallel_tool_calls,
                 )
             else:
                 events = engine.complete(generation.prompt, generation.sampling, generation.spec, ticket.cancel)

@@ -5,7 +5,15 @@ no model, no template engine, no network. Rendering tools into a prompt is engin
 job; engine/tools/fallback.py is the rewrite for templates that have no tools.
 """
 
-from engine.tools.calls import MalformedToolCall, ToolCall, ToolChoice, ToolChoiceMode, ToolSpec, new_call_id
+from engine.tools.calls import (
+    MalformedToolCall,
+    ToolCall,
+    ToolChoice,
+    ToolChoiceMode,
+    ToolSpec,
+    json_quoted,
+    new_call_id,
+)
 from engine.tools.parser import Found, Span, ToolCallParser
 from engine.tools.syntax import HERMES, LLAMA3, MISTRAL, ToolSyntax, detect, supports_tools
 
@@ -23,6 +31,7 @@ __all__ = [
     "ToolSpec",
     "ToolSyntax",
     "detect",
+    "json_quoted",
     "new_call_id",
     "supports_tools",
 ]

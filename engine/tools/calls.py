@@ -108,3 +108,8 @@ def new_call_id(short: bool = False) -> str:
     if short:
         return "".join(secrets.choice(_ALNUM) for _ in range(9))
     return "call_" + secrets.token_hex(12)
+
+
+def json_quoted(text: str) -> str:
+    """text as the inside of a JSON string, the way a call's arguments quote it (newlines as \\n)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]

@@ -28,6 +28,23 @@ def test_top_k_keeps_the_k_most_likely():
     np.testing.assert_allclose(d.probs, [0.4 / 0.7, 0.3 / 0.7])
 
 
+@pytest.mark.parametrize("n_allowed", [2, 5, 300])
+def test_top_k_on_a_masked_row_draws_only_what_the_mask_allows(n_allowed):
+    """A grammar leaves most of the row at -inf: the candidates are the best k of the rest (all of it
+    when fewer), as if the forbidden tokens were merely very unlikely."""
+    rng = np.random.default_rng(7)
+    logits = rng.normal(size=1000).astype(np.float32)
+    masked = np.full_like(logits, -np.inf)
+    allowed = rng.choice(1000, n_allowed, replace=False)
+    masked[allowed] = logits[allowed]
+    unlikely = np.where(np.isfinite(masked), masked, -1e30).astype(np.float32)
+    params = SamplingParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)
+    got, expected = distribution(masked, params), distribution(unlikely, params)
+    kept = expected.probs > 0
+    assert sorted(got.ids.tolist()) == sorted(expected.ids[kept].tolist()) and set(got.ids) <= set(allowed)
+    np.testing.assert_allclose(sorted(got.probs), sorted(expected.probs[kept]), rtol=1e-6)
+
+
 def test_top_p_keeps_the_smallest_prefix_reaching_p():
     logits = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
     d = distribution(logits, SamplingParams(temperature=1.0, top_k=0, top_p=0.8, min_p=0.0))

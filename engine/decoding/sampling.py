@@ -69,7 +69,16 @@ def distribution(logits: np.ndarray, params: SamplingParams) -> Distribution:
     n_vocab = logits.shape[-1]
     # Candidate set: top-k first, because it is the cheap O(n) cut that makes the rest small.
     if 0 < params.top_k < n_vocab:
-        ids = np.argpartition(logits, n_vocab - params.top_k)[n_vocab - params.top_k :]
+        if logits.min() == -np.inf:
+            # A grammar's mask: numpy's partition over some 150,000 equal -inf takes ~12 ms (a third of a
+            # decoding step on a CPU); what is allowed is all that can be drawn, so partition only that.
+            allowed = np.flatnonzero(logits > -np.inf)
+            if len(allowed) > params.top_k:
+                cut = len(allowed) - params.top_k
+                allowed = allowed[np.argpartition(logits[allowed], cut)[cut:]]
+            ids = allowed
+        else:
+            ids = np.argpartition(logits, n_vocab - params.top_k)[n_vocab - params.top_k :]
         raw = logits[ids].astype(np.float64)
         p = np.exp(raw - raw.max())
         p /= p.sum()

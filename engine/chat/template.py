@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -83,7 +83,13 @@ class ChatFormatInfo:
 
 
 class ChatFormatter:
-    def __init__(self, info: GGUFInfo, override: str | None = None):
+    def __init__(self, info: GGUFInfo, override: str | None = None, controls: Iterable[str] = ()):
+        """controls: the vocabulary's control-token texts (PromptTokenizer.controls). Tools and calls are
+        rendered by the template as its own text, whose control strings become control tokens: a tool's
+        description or a call's arguments holding `<|im_end|>` would end a turn and start a forged one
+        (an MCP server's descriptions are not the user's). Their control strings are kept as text."""
+        names = sorted((c for c in controls if c), key=len, reverse=True)
+        self._controls = re.compile("|".join(map(re.escape, names))) if names else None
         tokens = info.tokens
         bos, eos = info.get("tokenizer.ggml.bos_token_id"), info.get("tokenizer.ggml.eos_token_id")
         self.bos_text = tokens[bos] if bos is not None and 0 <= bos < len(tokens) else ""
@@ -194,11 +200,11 @@ class ChatFormatter:
                 contents.append(content)
             message = {"role": m.role, "content": slots}
             if m.tool_calls:  # only when present: templates test `'tool_calls' in message`
-                message["tool_calls"] = [call.for_template() for call in m.tool_calls]
+                message["tool_calls"] = [self._as_text(call.for_template(), contents) for call in m.tool_calls]
             if m.role == "tool":
                 message |= {"tool_call_id": m.tool_call_id, "name": m.name}
             rendered.append(message)
-        tool_dicts = [t.as_openai() for t in tools]
+        tool_dicts = [self._as_text(t.as_openai(), contents) for t in tools]
         if tool_dicts or any(m.tool_calls or m.role == "tool" for m in messages):
             choice = fallback.choice_prompt(tool_choice) if tool_choice is not None and tool_dicts else ""
             rendered = fallback.with_system_text(rendered, choice, self.system_role)
@@ -217,6 +223,24 @@ class ChatFormatter:
         else:
             text = _render_chatml(rendered)
         return _split(text, contents)
+
+    def _as_text(self, value, contents: list[str]):
+        """value (a tool or a call, as the template takes it) with each control string in its strings
+        moved to a content slot: the template writes it where it belongs, and it is tokenized as text."""
+        if self._controls is None:
+            return value
+        if isinstance(value, str):
+
+            def slot(m: re.Match) -> str:
+                contents.append(m.group())
+                return _slot(len(contents) - 1)
+
+            return self._controls.sub(slot, value)
+        if isinstance(value, dict):
+            return {self._as_text(k, contents): self._as_text(v, contents) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._as_text(v, contents) for v in value]
+        return value
 
     def format(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (), tool_choice: ToolChoice | None = None

@@ -171,13 +171,13 @@ class Engine:
         # Names for people (engine/gguf/names.py), or what the user renamed the model to.
         self.target_name = target.name or display_name(target_info, target.path)
         self.draft_name = (draft.name or display_name(draft_info, draft.path)) if draft is not None else None
-        self.formatter = ChatFormatter(self.target.info)
         self.prompt_tokenizer = PromptTokenizer(self.target.vocab, self.target.n_vocab)
+        self.formatter = ChatFormatter(self.target.info, controls=self.prompt_tokenizer.controls)
         self._markers: dict[str, dict[int, bytes]] = {}  # per tool-call syntax (_marker_pieces)
 
     def set_chat_template(self, override: str | None) -> None:
         """Format conversations with a llama.cpp preset name or a Jinja text; None: the model's own way."""
-        self.formatter = ChatFormatter(self.target.info, override)
+        self.formatter = ChatFormatter(self.target.info, override, self.prompt_tokenizer.controls)
 
     @property
     def info(self) -> EngineInfo:

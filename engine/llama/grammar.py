@@ -62,7 +62,12 @@ class VocabPieces:
         pieces = []
         for token in range(n):
             size = llama_cpp.llama_token_to_piece(vocab, token, buf, len(buf), 0, True)
-            pieces.append(buf.raw[: max(size, 0)])  # longer than 256 bytes: no trigger is that long
+            if size < 0:  # a longer piece (runs of spaces): asked again with room for it
+                long = ctypes.create_string_buffer(-size)
+                size = llama_cpp.llama_token_to_piece(vocab, token, long, len(long), 0, True)
+                pieces.append(long.raw[: max(size, 0)])
+                continue
+            pieces.append(buf.raw[:size])
         self.pieces = pieces
         # One token per byte (byte-level BPE and SentencePiece byte fallback both have them): text the
         # grammar is asked to take is checked byte by byte.

@@ -303,7 +303,8 @@ class Engine:
         splitter = ReasoningSplitter(opening, closing, thinking=self.formatter.opens_reasoning)
         self.speculator.documents.use([self.prompt_tokenizer.plain(text) for text in documents])
         # A call quotes a tool's result inside a JSON string: lookup drafts from it as escaped there.
-        quoted = [json_quoted(m.content) for m in messages if m.role == "tool" and m.content] if tools else []
+        results = [m.content for m in messages if m.role == "tool"] if tools else []
+        quoted = [q for q in map(json_quoted, results) if q not in results]  # plain lookup has the others
         self.speculator.lookup.use_quotes([self.prompt_tokenizer.plain(text) for text in quoted])
         grammar = None
         if tool_grammar and tools:

@@ -230,6 +230,13 @@ class MatchDrafter(Drafter):
         self.shadow = None
 
 
+def joined_index(sequences: Sequence[Sequence[int]]) -> SuffixIndex | None:
+    """One suffix index over token sequences, a separator between them (none: None)."""
+    pieces = [np.asarray(q, np.int32) for q in sequences if len(q)]
+    separated = [part for q in pieces for part in (q, np.array([SEP], np.int32))]
+    return SuffixIndex(np.concatenate(separated)) if pieces else None
+
+
 class LookupDrafter(MatchDrafter):
     """Prompt lookup over the conversation so far (prompt plus the answer being written), and over the
     prompt's tool results as a tool call's JSON string would quote them (use_quotes): an edit's old_text
@@ -248,9 +255,7 @@ class LookupDrafter(MatchDrafter):
 
     def use_quotes(self, quoted: Sequence[Sequence[int]]) -> None:
         """Also draft from these token sequences (the prompt's texts as quoted in JSON) until told otherwise."""
-        pieces = [np.asarray(q, np.int32) for q in quoted if len(q)]
-        separated = [part for q in pieces for part in (q, np.array([SEP], np.int32))]
-        self.quotes = SuffixIndex(np.concatenate(separated)) if pieces else None
+        self.quotes = joined_index(quoted)
 
     def begin(self, spec: SpecParams) -> None:
         super().begin(spec)
@@ -311,12 +316,7 @@ class DocumentDrafter(MatchDrafter):
 
     def use(self, documents: Sequence[Sequence[int]]) -> None:
         """Draft from these token sequences (none: nothing) until told otherwise."""
-        pieces = [np.asarray(d, np.int32) for d in documents if len(d)]
-        if not pieces:
-            self.index = None
-            return
-        separated = [part for d in pieces for part in (d, np.array([SEP], np.int32))]
-        self.index = SuffixIndex(np.concatenate(separated))
+        self.index = joined_index(documents)
 
     def asked(self, spec: SpecParams, earlier: Sequence[Offer]) -> bool:
         return self.index is not None and super().asked(spec, earlier)

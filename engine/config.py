@@ -67,7 +67,7 @@ class SpecParams:
 
     mode: DrafterMode = DrafterMode.AUTO
     draft_length: int | None = None  # fixed k (1..16) or None for adaptive
-    max_draft_length: int = 16
+    max_draft_length: int = 31  # a verify batch of 32: the widest the calibration times
     # The draft model stops proposing once its own probability for the next token falls
     # below this (llama.cpp's p_min). None: adapt it from acceptance.
     draft_p_min: float | None = None

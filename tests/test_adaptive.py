@@ -92,6 +92,26 @@ def test_switching_conversations_does_not_mix_caches(small_engine):
 def test_calibration_measures_every_width_and_leaves_the_caches_empty(small_engine):
     costs = small_engine.speculator.calibrate()
     widths = costs.calibration().verify_s
-    assert set(widths) == {1, 2, 4, 8} and all(t > 0 for t in widths.values())
-    assert costs.verify_s(8) >= costs.verify_s(1) and costs.draft_step_s > 0
+    assert set(widths) == {1, 2, 4, 8, 16, 32} and all(t > 0 for t in widths.values())
+    assert costs.verify_s(32) >= costs.verify_s(8) >= costs.verify_s(1) and costs.draft_step_s > 0
+    assert costs.draft_prefill_s > 0  # per token of a catch-up, so a draft model behind a new prompt is priced
     assert small_engine.target.cached == [] and small_engine.draft.cached == []
+
+
+def test_a_draft_model_behind_the_conversation_catches_up_apart_from_its_steps(small_engine):
+    """The catch-up is what auto prices per token (CostModel.draft_prefill_s), not a slow draft step."""
+    from engine.decoding.drafters import CATCH_UP_TIMED
+    from engine.decoding.sampling import make_rng
+
+    drafter = small_engine.speculator.drafter(DrafterKind.DRAFT_MODEL)
+    small_engine.draft.reset()
+    context = small_engine.target.tokenize(COPY_TASK[0].content)
+    assert len(context) > CATCH_UP_TIMED and drafter.behind(context) == len(context) - 1
+    costs = CostModel({1: 0.01})
+    draft = drafter.draft(context, 3, GREEDY, make_rng(0), p_min=0.0)
+    drafter.observe_cost(costs, draft)
+    assert draft.caught_up == len(context) - 1 and 0 < draft.catch_up_s < draft.seconds
+    assert costs.draft_prefill_s == draft.catch_up_s / draft.caught_up
+    assert costs.draft_step_s == (draft.seconds - draft.catch_up_s) / draft.n_steps
+    assert drafter.behind(context + draft.tokens) == 0  # it keeps up from here: the next draft catches up nothing
+    small_engine.draft.reset()

@@ -19,7 +19,7 @@ from tests.test_drafters import RuleTarget, answer, follow
 
 AUTO = SpecParams(mode=DrafterMode.AUTO, history=False)
 PLAIN = SpecParams(mode=DrafterMode.OFF)
-LONG = SamplingParams(temperature=0.0, max_tokens=240)
+LONG = SamplingParams(temperature=0.0, max_tokens=480)  # room for 12 full drafts of 31 and more
 GPU = {1: 0.010, 2: 0.0102, 4: 0.0105, 8: 0.011}  # verifying 8 tokens costs about one step
 CPU = {1: 0.010, 2: 0.020, 4: 0.040, 8: 0.080}  # verifying n tokens costs n steps
 
@@ -235,3 +235,37 @@ def test_engine_info_says_what_auto_learned_in_words():
         "draft: first token accepted 0.75, the next ones 0.90 (seen in 5 rounds)",
         "lookup (matches of 16+ tokens): first token accepted 1.00, the next ones 1.00 (seen in 1 rounds)",
     ]
+
+
+class DraftBehind(ScriptedDraft):
+    """A draft model that has not seen the conversation: `lag` tokens to evaluate, at a millisecond each,
+    before its first draft (then it keeps up)."""
+
+    def __init__(self, step_s: float, lag: int):
+        super().__init__(step_s)
+        self.lag = lag
+
+    def behind(self, context) -> int:
+        return self.lag
+
+    def catch_up_cost(self, costs, n_tokens: int) -> float:
+        return n_tokens * 0.001
+
+    def extend(self, draft: Draft, context, sampling, rng, p_min) -> None:
+        draft.caught_up, self.lag = self.lag, 0
+        super().extend(draft, context, sampling, rng, p_min)
+
+
+def test_a_draft_model_behind_a_long_prompt_is_caught_up_only_where_the_answer_can_repay_it():
+    # Always right and cheap on a GPU, but 200 ms of catching up first (a new prompt, a tool result).
+    short = SamplingParams(temperature=0.0, max_tokens=20)
+    draft = DraftBehind(step_s=0.0005, lag=200)
+    _, done = answer(speculator(GPU, draft), AUTO, short)
+    assert rounds_by(done, DrafterKind.DRAFT_MODEL) == [] and draft.lag == 200  # 10 ms a token: never repaid
+    draft = DraftBehind(step_s=0.0005, lag=200)
+    _, done = answer(speculator(GPU, draft), AUTO, LONG)
+    used = rounds_by(done, DrafterKind.DRAFT_MODEL)
+    assert used and draft.lag == 0 and len(used) >= len(done.stats.rounds) // 2  # repaid over a long answer
+    draft = DraftBehind(step_s=0.0005, lag=5000)  # 5 s: more than any answer of HORIZON tokens repays
+    _, done = answer(speculator(GPU, draft), AUTO, LONG)
+    assert rounds_by(done, DrafterKind.DRAFT_MODEL) == []

@@ -19,7 +19,7 @@ from engine.decoding.drafters import (
     TrackerKey,
 )
 from engine.decoding.events import DoneEvent, RoundEvent, TokenEvent
-from engine.decoding.policy import Calibration, CostModel, Option, best_choice
+from engine.decoding.policy import Calibration, Choice, CostModel, Option, best_choice
 from engine.decoding.speculator import Speculator
 from engine.history.store import Proposal
 
@@ -154,7 +154,7 @@ def test_history_is_offered_only_where_it_matches_further_back_than_lookup():
         match_length = 2
 
         def propose(self, context, k, min_match, min_share):
-            return Proposal([9, 9, 9], self.match_length, 1, 1.0)
+            return Proposal([9, 9, 9], self.match_length, 1, [1.0, 1.0, 1.0])
 
     index = Index()
     history = HistoryDrafter(index)
@@ -208,6 +208,7 @@ def test_the_calibration_record_keeps_the_json_shape():
     assert json.loads(json.dumps(calibration.as_dict())) == {
         "verify_s": {"1": 0.02, "2": 0.03},
         "draft_step_s": 0.004,
+        "draft_prefill_s": None,
         "mtp_step_s": None,
         "rollback_s": 0.0,
     }
@@ -241,3 +242,17 @@ def test_documents_draft_a_quote_before_lookup_and_only_for_the_answer_they_were
     assert not documents.asked(SpecParams(), []) and documents.index is None
     _, alone = answer(s, SpecParams(mode=DrafterMode.LOOKUP))
     assert DrafterKind.DOCUMENTS not in alone.stats.by_drafter()
+
+
+def test_auto_drafts_a_history_proposal_only_as_far_as_the_earlier_occurrences_agree():
+    # An AVX-512 EPYC's shape: widths of 16 and more run a faster kernel, so a long sure draft pays.
+    costs = CostModel({1: 0.040, 2: 0.065, 4: 0.125, 8: 0.31, 16: 0.38, 32: 0.59})
+    rates = (0.95, 0.98)
+    sure = best_choice(costs, {DrafterKind.HISTORY: Option(rates, 15, 0.0)})
+    assert sure == Choice(DrafterKind.HISTORY, 15, sure.expected_tps)
+    # Earlier loops went on two ways from the first token (another function's name): a coin flip.
+    split = best_choice(costs, {DrafterKind.HISTORY: Option(rates, 15, 0.0, support=(0.5,) * 15)})
+    assert split.drafter == DrafterKind.NONE
+    # They agree for three tokens, then split: drafted up to the split.
+    late = best_choice(costs, {DrafterKind.HISTORY: Option(rates, 15, 0.0, support=(1.0,) * 3 + (0.5,) * 12)})
+    assert late.drafter == DrafterKind.HISTORY and late.draft_length <= 3

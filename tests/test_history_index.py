@@ -74,8 +74,8 @@ def test_removing_documents_keeps_the_order_valid():
 
 def test_the_most_frequent_continuation_is_drafted_while_enough_agree():
     rows = np.array([[5, 6, 7], [5, 6, 8], [5, 6, 7], [5, 9, 9]])
-    assert most_frequent_path(rows, 3, 0.3) == ([5, 6, 7], 0.5)
-    assert most_frequent_path(rows, 3, 0.6) == ([5, 6], 0.75)
+    assert most_frequent_path(rows, 3, 0.3) == ([5, 6, 7], [1.0, 0.75, 0.5])
+    assert most_frequent_path(rows, 3, 0.6) == ([5, 6], [1.0, 0.75])
     assert most_frequent_path(rows, 1, 0.1)[0] == [5]
     assert most_frequent_path(np.array([[4, SEP, 3]]), 3, 0.1)[0] == [4]  # a document's end stops it
 

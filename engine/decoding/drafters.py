@@ -29,7 +29,11 @@ from engine.history.store import HistoryIndex
 from engine.history.suffix_index import MAX_MATCH, MAX_ROWS, SEP, SuffixIndex, most_frequent_path
 from engine.llama.memory import CheckpointKind
 from engine.llama.mtp import MtpHead
-from engine.llama.runner import ModelRunner
+from engine.llama.runner import ModelRunner, common_prefix
+
+# A catch-up of at least this many tokens is timed into the draft model's prefill cost (shorter ones
+# are mostly one decode's fixed overhead).
+CATCH_UP_TIMED = 8
 
 
 @dataclass
@@ -48,6 +52,10 @@ class Draft:
     trust: float = 1.0
     seconds: float = 0.0
     n_steps: int = 0  # model decode steps taken
+    # A draft model that first had to evaluate the conversation it had not seen (a new prompt, a tool
+    # result): how many tokens, and how long it took (inside seconds).
+    caught_up: int = 0
+    catch_up_s: float = 0.0
     source: TokenSource = TokenSource.TARGET  # what its accepted tokens are marked as
 
     def __len__(self) -> int:
@@ -74,6 +82,10 @@ class Offer:
     key: TrackerKey
     k_max: int  # the most tokens it can draft now
     match_length: int = 0  # tokens of context behind a matching drafter's proposal (0: a model)
+    behind: int = 0  # tokens a model drafter must evaluate before its first draft token (ModelDrafter.behind)
+    # Per token of a matching drafter's proposal, the share of the earlier occurrences that went on so
+    # (empty: all of them, or not known): where they split, the proposal is a guess, and auto says so.
+    support: tuple[float, ...] = ()
 
 
 class Drafter(ABC):
@@ -156,6 +168,10 @@ class Drafter(ABC):
 
     # -- its cost, as auto prices it -------------------------------------------------------------
 
+    def catch_up_cost(self, costs: CostModel, n_tokens: int) -> float:
+        """What evaluating n_tokens of context would cost it before it drafts."""
+        return 0.0
+
     def step_s(self, costs: CostModel) -> float:
         """What one drafted token costs it: nothing for a drafter that runs no model."""
         return 0.0
@@ -194,8 +210,9 @@ class MatchDrafter(Drafter):
         self.shadow: _Shadow | None = None
 
     @abstractmethod
-    def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int]:
-        """Up to k_cap tokens continuing context's end, and how many tokens of context matched."""
+    def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int, list[float]]:
+        """Up to k_cap tokens continuing context's end, how many tokens of context matched, and per token
+        the share of the matches that went on so ([]: not known)."""
 
     def band(self, match_length: int) -> int:
         """The acceptance band of a match this long."""
@@ -205,7 +222,7 @@ class MatchDrafter(Drafter):
         self.shadow = None  # a proposal from another answer says nothing about this one
 
     def offer(self, context: Sequence[int], k_cap: int, earlier: Sequence[Offer]) -> Offer | None:
-        tokens, match_length = self.match(context, k_cap)
+        tokens, match_length, support = self.match(context, k_cap)
         # A drafter asked earlier (the current conversation) keeps priority where it matches at least as far back.
         if not tokens or any(o.match_length >= match_length for o in earlier):
             return None
@@ -213,7 +230,7 @@ class MatchDrafter(Drafter):
         self.proposal = list(tokens)
         if self.shadow is None:
             self.shadow = _Shadow(key, self.proposal)
-        return Offer(self, key, len(tokens), match_length)
+        return Offer(self, key, len(tokens), match_length, support=tuple(support))
 
     def draft(self, context, k, sampling, rng, p_min, joint=False) -> Draft:
         tokens = self.proposal[:k]
@@ -262,16 +279,16 @@ class LookupDrafter(MatchDrafter):
         if (self.index.n_min, self.index.n_max) != (spec.lookup_ngram_min, spec.lookup_ngram_max):
             self.index = NgramIndex(spec.lookup_ngram_min, spec.lookup_ngram_max)
 
-    def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int]:
+    def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int, list[float]]:
         tokens = self.index.propose(context, k_cap)
         length = self.index.last_match_length
         found = self.quotes.longest_match(context) if self.quotes is not None else None
         if found is not None and found.length >= max(self.QUOTE_MIN_MATCH, length + 1):
             rows = self.quotes.continuations(found.starts[:MAX_ROWS], MAX_MATCH)
-            quoted, _share = most_frequent_path(rows, k_cap, 0.0)
+            quoted, support = most_frequent_path(rows, k_cap, 0.0)
             if quoted:
-                return quoted, found.length
-        return tokens, length
+                return quoted, found.length, support
+        return tokens, length, []
 
 
 class HistoryDrafter(MatchDrafter):
@@ -292,9 +309,9 @@ class HistoryDrafter(MatchDrafter):
     def asked(self, spec: SpecParams, earlier: Sequence[Offer]) -> bool:
         return spec.history and super().asked(spec, earlier)
 
-    def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int]:
+    def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int, list[float]]:
         proposal = self.index.propose(context, k_cap, self.MIN_MATCH, self.MIN_SHARE)
-        return proposal.tokens, proposal.match_length
+        return proposal.tokens, proposal.match_length, proposal.support
 
 
 class DocumentDrafter(MatchDrafter):
@@ -321,15 +338,15 @@ class DocumentDrafter(MatchDrafter):
     def asked(self, spec: SpecParams, earlier: Sequence[Offer]) -> bool:
         return self.index is not None and super().asked(spec, earlier)
 
-    def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int]:
+    def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int, list[float]]:
         found = self.index.longest_match(context) if self.index is not None else None
         if found is None or found.length < self.MIN_MATCH:
-            return [], 0
+            return [], 0, []
         rows = self.index.continuations(found.starts[:MAX_ROWS], MAX_MATCH)
         # A long match is a quote: it may go on as far as the round allows; a short one about as far as it matched.
         k = k_cap if found.length >= 8 else min(k_cap, 2 * found.length)
-        tokens, _share = most_frequent_path(rows, k, self.MIN_SHARE)
-        return tokens, found.length
+        tokens, support = most_frequent_path(rows, k, self.MIN_SHARE)
+        return tokens, found.length, support
 
 
 class ModelDrafter(Drafter):
@@ -363,8 +380,15 @@ class ModelDrafter(Drafter):
     def ready(self, context: Sequence[int]) -> bool:
         return True
 
+    def behind(self, context: Sequence[int]) -> int:
+        """Tokens of context its model has not evaluated, beyond the last one that every step evaluates:
+        after a new prompt or a tool result, hundreds, which on a CPU cost more than a short answer."""
+        return 0
+
     def offer(self, context: Sequence[int], k_cap: int, earlier: Sequence[Offer]) -> Offer | None:
-        return Offer(self, TrackerKey(self.kind), k_cap) if self.ready(context) else None
+        if not self.ready(context):
+            return None
+        return Offer(self, TrackerKey(self.kind), k_cap, behind=self.behind(context))
 
     def draft(self, context, k, sampling, rng, p_min, joint=False) -> Draft:
         t0 = time.perf_counter()
@@ -395,7 +419,7 @@ class ModelDrafter(Drafter):
         return confidence_floor(costs, k, self.measured_step_s(costs), None if joint else self.calibration)
 
     def observe_cost(self, costs: CostModel, draft: Draft) -> None:
-        self.observe_step(costs, draft.seconds / max(draft.n_steps, 1))
+        self.observe_step(costs, (draft.seconds - draft.catch_up_s) / max(draft.n_steps, 1))
 
 
 class DraftModelDrafter(ModelDrafter):
@@ -410,8 +434,18 @@ class DraftModelDrafter(ModelDrafter):
         super().__init__()
         self.runner = runner
 
+    def behind(self, context: Sequence[int]) -> int:
+        return max(len(context) - 1 - common_prefix(self.runner.cached, context), 0)
+
+    def catch_up_cost(self, costs: CostModel, n_tokens: int) -> float:
+        return n_tokens * (costs.draft_prefill_s or costs.draft_step_s or costs.step_s)
+
     def extend(self, draft, context, sampling, rng, p_min) -> None:
         seq = list(context)
+        if self.behind(seq) > 1:  # timed apart: a catch-up is priced per token, not as a draft step
+            t0 = time.perf_counter()
+            self.runner.eval(seq[:-1], 0)
+            draft.caught_up, draft.catch_up_s = self.runner.last_decoded, time.perf_counter() - t0
         for step in range(draft.draft_length):
             # A recurrent draft keeps a checkpoint where this proposal starts: the next round goes back to it.
             keep = CheckpointKind.ROUND if step == 0 and self.runner.memory.needs_checkpoints else None
@@ -426,6 +460,11 @@ class DraftModelDrafter(ModelDrafter):
 
     def observe_step(self, costs: CostModel, seconds: float) -> None:
         costs.observe_draft_step(seconds)
+
+    def observe_cost(self, costs: CostModel, draft: Draft) -> None:
+        super().observe_cost(costs, draft)
+        if draft.caught_up >= CATCH_UP_TIMED:
+            costs.observe_draft_prefill(draft.catch_up_s / draft.caught_up)
 
 
 class MtpDrafter(ModelDrafter):

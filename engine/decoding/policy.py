@@ -23,6 +23,9 @@ MEMORY = 0.85  # decay of acceptance counts per observation: about the last doze
 # Decay per round of a model drafter's counts while another is used: what it learned fades slowly
 # (half in ~140 rounds) towards the prior, so it carries to the next answers.
 DRIFT = 0.995
+# A drafter's one-time catch-up (a draft model evaluating a new prompt) is spread over the tokens the answer
+# may still write, at most this many: a typical answer's length, as auto cannot know this one's.
+HORIZON = 256
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class Calibration:
     verify_s: dict[int, float]  # one target decode of n tokens, per measured n (1 always)
     draft_step_s: float | None = None  # one draft-model step (None: no draft model)
     mtp_step_s: float | None = None  # one step of the target's MTP head (None: no head)
+    draft_prefill_s: float | None = None  # per token, when the draft model evaluates many at once
     rollback_s: float = 0.0  # undoing a rejected draft on a recurrent target (0 elsewhere)
 
     @property
@@ -58,10 +62,12 @@ class CostModel:
         draft_step_s: float | None = None,
         rollback_s: float = 0.0,
         mtp_step_s: float | None = None,
+        draft_prefill_s: float | None = None,
     ):
         assert 1 in verify_s, "the single-token step must be measured"
         self._verify = {n: deque([t], maxlen=WINDOW) for n, t in verify_s.items()}
         self._draft = deque([draft_step_s] if draft_step_s is not None else [], maxlen=WINDOW)
+        self._draft_prefill = deque([draft_prefill_s] if draft_prefill_s is not None else [], maxlen=WINDOW)
         self._mtp = deque([mtp_step_s] if mtp_step_s is not None else [], maxlen=WINDOW)
         # A recurrent target undoes a rejected draft from a checkpoint: saving it before every drafted
         # round and restoring it after a rejection (calibrated), then re-evaluating the accepted tokens.
@@ -78,6 +84,11 @@ class CostModel:
     @property
     def draft_step_s(self) -> float | None:
         return _median(self._draft) if self._draft else None
+
+    @property
+    def draft_prefill_s(self) -> float | None:
+        """Per token, what the draft model pays to evaluate a stretch of context it has not seen."""
+        return _median(self._draft_prefill) if self._draft_prefill else None
 
     @property
     def mtp_step_s(self) -> float | None:
@@ -126,6 +137,9 @@ class CostModel:
     def observe_draft_step(self, seconds: float) -> None:
         self._draft.append(seconds)
 
+    def observe_draft_prefill(self, seconds_per_token: float) -> None:
+        self._draft_prefill.append(seconds_per_token)
+
     def observe_mtp_step(self, seconds: float) -> None:
         self._mtp.append(seconds)
 
@@ -146,6 +160,7 @@ class CostModel:
             verify_s={n: self.verify_s(n) for n in sorted(self._verify)},
             draft_step_s=self.draft_step_s,
             mtp_step_s=self.mtp_step_s,
+            draft_prefill_s=self.draft_prefill_s,
             rollback_s=_median(self._rollback) if self._rollback else self._checkpoint,
         )
 
@@ -158,6 +173,9 @@ class FixedCosts(CostModel):
         pass
 
     def observe_draft_step(self, seconds: float) -> None:
+        pass
+
+    def observe_draft_prefill(self, seconds_per_token: float) -> None:
         pass
 
     def observe_mtp_step(self, seconds: float) -> None:
@@ -254,6 +272,10 @@ class Option:
     rates: float | tuple[float, float]  # acceptance, as AcceptanceTracker keeps it
     k_max: int  # the most tokens it can draft now
     step_s: float  # what one drafted token costs it (0 for a drafter that runs no model)
+    catch_up_s: float = 0.0  # paid once before its first token: a draft model evaluating a new prompt
+    # Per drafted token, the share of the earlier occurrences that went on so (a matching drafter's
+    # Offer.support; empty: all). Where a history's runs split, the rates alone would overrate the guess.
+    support: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -268,13 +290,15 @@ def best_choice(
     options: Mapping[DrafterKind, Option | tuple[float | tuple[float, float], int]],
     allow_none: bool = True,
     fixed_k: bool = False,
+    horizon: int = HORIZON,
 ) -> Choice:
     """The drafter and k with the highest expected tokens/s.
 
     options maps drafter -> Option, or the shorthand (acceptance rate(s), largest k it can offer
     now) priced by CostModel.step_cost. allow_none=False is for a user who chose a drafter: then
     only its k adapts, and DrafterKind.NONE is the answer only when no drafter can offer anything
-    this round. fixed_k: each drafter offers exactly its k_max.
+    this round. fixed_k: each drafter offers exactly its k_max. horizon: the tokens the answer may still
+    write, over which an option's catch-up is spread (capped at HORIZON).
     """
     best = Choice(DrafterKind.NONE, 0, 1.0 / costs.step_s if allow_none else 0.0)
     # Drafting must beat plain decoding clearly: the model of acceptance is approximate, and a
@@ -285,13 +309,26 @@ def best_choice(
             option = Option(*option, costs.step_cost(DrafterKind(drafter)))
         alpha, per_token = option.rates, option.step_s
         first, cont = alpha if isinstance(alpha, tuple) else (alpha, alpha)
+        catch_up_per_token = option.catch_up_s / max(min(horizon, HORIZON), 1)
+        runs = _supported_runs(first, cont, option.support, option.k_max) if option.support else None
         for k in [option.k_max] if fixed_k else range(1, option.k_max + 1):
-            expected = expected_tokens(alpha, k)
-            overhead = costs.round_overhead_s(expected, first * cont ** (k - 1))
-            tps = expected / (k * per_token + costs.verify_s(k + 1) + overhead)
+            expected = expected_tokens(alpha, k) if runs is None else 1.0 + sum(runs[:k])
+            p_all = first * cont ** (k - 1) if runs is None else runs[k - 1]
+            overhead = costs.round_overhead_s(expected, p_all)
+            tps = expected / (k * per_token + costs.verify_s(k + 1) + overhead + expected * catch_up_per_token)
             if tps > max(bar, best.expected_tps):
                 best = Choice(DrafterKind(drafter), k, tps)
     return best
+
+
+def _supported_runs(first: float, cont: float, support: tuple[float, ...], k_max: int) -> list[float]:
+    """Per i in 1..k_max, the chance that the first i drafted tokens are all accepted: the rates' chance
+    times the share of earlier occurrences that went on so (the last share holds beyond the support)."""
+    runs, p = [], first
+    for i in range(k_max):
+        runs.append(p * support[min(i, len(support) - 1)])
+        p *= cont
+    return runs
 
 
 class ConfidenceCalibration:

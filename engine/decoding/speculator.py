@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -46,7 +46,12 @@ from engine.history.store import HistoryIndex
 from engine.llama.memory import CheckpointKind
 from engine.llama.runner import Cancelled, ModelRunner
 
+# Widths timed at load. Wide ones matter: on some CPUs a batch of 16 or more runs a faster matrix kernel
+# (an AVX-512 EPYC verifies 32 tokens at under half the per-token cost of 8), which a line through the
+# narrow widths would never reveal. They are timed once each (they take longest; real rounds refine them).
 CALIBRATION_SIZES = (1, 2, 4, 8)
+WIDE_CALIBRATION_SIZES = (16, 32)
+DRAFT_PREFILL_SIZE = 16  # the draft model's per-token cost of catching up, until a real catch-up is timed
 # Probes: a drafter that learns only by drafting (a model) is tried by auto, at the length that
 # would pay were its tokens mostly accepted (PROBE_RATES), while it has been judged on fewer than
 # PROBE_SEEN rounds (at most one probe in PROBE_GAP rounds), and again after REPROBE_ROUNDS rounds
@@ -118,12 +123,13 @@ class Speculator:
         self.rounds_since_probe = PROBE_GAP
 
     def calibrate(self) -> CostModel:
-        """Time target decodes of a few widths and one draft step (under a second on 2 CPU cores)."""
-        verify = self.target.time_decodes(CALIBRATION_SIZES)
-        draft_step = self.draft_runner.time_decodes([1])[1] if self.draft_runner else None
+        """Time target decodes of a few widths and one draft step (about 3 s on 2 CPU cores)."""
+        verify = self.target.time_decodes(CALIBRATION_SIZES) | self.target.time_decodes(WIDE_CALIBRATION_SIZES, 1)
+        draft = self.draft_runner.time_decodes([1, DRAFT_PREFILL_SIZE]) if self.draft_runner else {}
+        draft_prefill = draft[DRAFT_PREFILL_SIZE] / DRAFT_PREFILL_SIZE if draft else None
         rollback = self.target.time_rollback() if self._rolls_back else 0.0
         mtp_step = self.target.time_mtp_step() if self.target.mtp is not None else None
-        return CostModel(verify, draft_step, rollback, mtp_step)
+        return CostModel(verify, draft.get(1), rollback, mtp_step, draft_prefill)
 
     @property
     def _rolls_back(self) -> bool:
@@ -291,7 +297,7 @@ class Speculator:
             k_cap = min(spec.max_draft_length, room - 1, sampling.max_tokens - n_answer - 1, self.target.n_batch - 1)
             if n_round == 0:
                 k_cap = 0  # the first token is never held back by a draft's verification
-            draft = self._draft(committed, k_cap, sampling, spec, rng)
+            draft = self._draft(committed, k_cap, sampling, spec, rng, sampling.max_tokens - n_answer)
             t0 = time.perf_counter()
             speculative = CheckpointKind.ROUND if draft.tokens and self._rolls_back else None
             logits = self.target.eval(committed + draft.tokens, len(draft) + 1, checkpoint=speculative)
@@ -350,9 +356,11 @@ class Speculator:
             if finish is not None:
                 return
 
-    def _draft(self, committed: list[int], k_cap: int, sampling: SamplingParams, spec: SpecParams, rng) -> Draft:
+    def _draft(
+        self, committed: list[int], k_cap: int, sampling: SamplingParams, spec: SpecParams, rng, horizon: int
+    ) -> Draft:
         """This round's draft: each drafter the settings ask offers what it can, auto (or the user's
-        choice) picks one and a length, and that drafter drafts."""
+        choice) picks one and a length, and that drafter drafts. horizon: tokens the answer may still write."""
         if k_cap < 1 or spec.mode == DrafterMode.OFF:
             return NO_DRAFT
         offers: list[Offer] = []
@@ -367,14 +375,20 @@ class Speculator:
                 o.drafter.tracker(o.key).rates,
                 o.k_max if spec.draft_length is None else min(spec.draft_length, o.k_max),
                 o.drafter.step_s(self.costs),
+                o.drafter.catch_up_cost(self.costs, o.behind),
+                o.support,
             )
             for o in offers
         }
         choice = best_choice(
-            self.costs, options, allow_none=spec.mode == DrafterMode.AUTO, fixed_k=spec.draft_length is not None
+            self.costs,
+            options,
+            allow_none=spec.mode == DrafterMode.AUTO,
+            fixed_k=spec.draft_length is not None,
+            horizon=horizon,
         )
         if spec.mode == DrafterMode.AUTO and spec.draft_length is None:
-            choice = self._probe(offers, choice) or choice
+            choice = self._probe(offers, options, choice, horizon) or choice
         chosen = next((o.drafter for o in offers if o.drafter.kind == choice.drafter), None)
         if chosen is None:
             return NO_DRAFT
@@ -397,7 +411,7 @@ class Speculator:
             draft.p_draft = [None] * len(draft)  # a point mass: accepted iff the target samples it
         return draft
 
-    def _probe(self, offers: list[Offer], choice: Choice) -> Choice | None:
+    def _probe(self, offers: list[Offer], options: dict, choice: Choice, horizon: int) -> Choice | None:
         """This round as a probe of a drafter auto knows too little about (see PROBE_RATES), or None."""
         self.rounds_since_probe += 1
         if self.rounds_since_probe < PROBE_GAP:
@@ -409,9 +423,8 @@ class Speculator:
                 continue
             if tracker.seen >= PROBE_SEEN and drafter.rounds_unused < REPROBE_ROUNDS:
                 continue
-            hopeful = best_choice(
-                self.costs, {drafter.kind: Option(PROBE_RATES, offer.k_max, drafter.step_s(self.costs))}
-            )
+            hopeful_option = replace(options[drafter.kind], rates=PROBE_RATES)
+            hopeful = best_choice(self.costs, {drafter.kind: hopeful_option}, horizon=horizon)
             if hopeful.drafter == drafter.kind:
                 self.rounds_since_probe = 0
                 return hopeful

@@ -78,10 +78,10 @@ class Proposal:
     tokens: list[int]
     match_length: int  # tokens of context behind it
     occurrences: int  # earlier places the context's end was found (up to suffix_index.MAX_ROWS)
-    share: float  # of those, the fraction that went on as proposed
+    support: list[float]  # per token, the fraction of those that went on as proposed up to it
 
 
-NO_PROPOSAL = Proposal([], 0, 0, 0.0)
+NO_PROPOSAL = Proposal([], 0, 0, [])
 
 
 class HistoryIndex:
@@ -155,8 +155,8 @@ class HistoryIndex:
         found, rows = self.match(context)
         if found.length < min_match:
             return NO_PROPOSAL
-        tokens, share = most_frequent_path(rows, min(k_max, 2 * found.length), min_share)
-        return Proposal(tokens, found.length, len(rows), share) if tokens else NO_PROPOSAL
+        tokens, support = most_frequent_path(rows, min(k_max, 2 * found.length), min_share)
+        return Proposal(tokens, found.length, len(rows), support) if tokens else NO_PROPOSAL
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -185,17 +185,19 @@ def brute_force_match(tokens: np.ndarray, context: Sequence[int], max_length: in
     return Match(length, (ends[-MAX_ROWS:] + 1).astype(np.int64))  # the most recent occurrences
 
 
-def most_frequent_path(rows: np.ndarray, max_length: int, min_probability: float) -> tuple[list[int], float]:
+def most_frequent_path(rows: np.ndarray, max_length: int, min_probability: float) -> tuple[list[int], list[float]]:
     """Walk the continuations as a trie, taking the most frequent next token each step, while the
-    path's share of the occurrences stays at or above min_probability. Returns (tokens, share)."""
+    path's share of the occurrences stays at or above min_probability. Returns the tokens and, per
+    token, the share of the occurrences that went on as the path does up to it (auto's support)."""
     width = min(max_length, rows.shape[1] if rows.ndim == 2 and len(rows) else 0)
     if width <= 0:
-        return [], 0.0
+        return [], []
     rows = rows[:, :width]
     # Where every occurrence goes on alike (the common case), take that run in one step.
     agree = (rows == rows[0]).all(axis=0) & (rows[0] >= 0)
     run = width if agree.all() else int(np.argmin(agree))
     tokens = rows[0, :run].tolist()
+    shares = [1.0] * run
     share, alive = 1.0, rows
     for column in range(run, width):
         values = alive[:, column]
@@ -210,5 +212,6 @@ def most_frequent_path(rows: np.ndarray, max_length: int, min_probability: float
         share *= step
         token = int(ids[best])
         tokens.append(token)
+        shares.append(share)
         alive = alive[alive[:, column] == token]
-    return tokens, share
+    return tokens, shares

@@ -21,7 +21,9 @@ the only mode that asks it), so it takes part through auto alone.
 --costs gpu is a simulation, not a measurement. The engine's cost model is replaced, for the whole
 run and every configuration, by SimulatedGpuCosts: a GPU regime as llama.cpp users report it,
 verify(n) = step × (1 + 0.2 (n - 1) / 7) (verifying 8 tokens ≈ 1.2 single steps), a draft-model
-step 0.1 × step, an MTP-head step 0.05 × step, where step is the target's single-token step from
+step 0.1 × step, the draft model's catch-up on a new prompt 0.005 × step a token (a GPU prefills
+thousands of tokens a second; it is priced in auto's choice but, as it comes once per answer, not
+added to the simulated time), an MTP-head step 0.05 × step, where step is the target's single-token step from
 the engine's real calibration. Real timings never move it. Since this machine's wall clock says
 nothing about a GPU, every run's speed is then computed from simulated time, the wall-clock rule
 applied to simulated rounds: each round costs verify(drafted + 1) + drafted × its drafter's
@@ -76,13 +78,14 @@ COSTS = {"measured": "measured", "gpu": "gpu (simulated)"}
 class SimulatedGpuCosts(FixedCosts):
     """A GPU's decoding costs, simulated from the measured single-token step (see the module's docstring).
 
-    verify_s(n) = step × (1 + 0.2 (n - 1) / 7); a draft-model step is 0.1 × step and an MTP-head
-    step 0.05 × step (None where there is no such drafter). The observe_* methods do nothing, so
+    verify_s(n) = step × (1 + 0.2 (n - 1) / 7); a draft-model step is 0.1 × step (its catch-up 0.005 × step
+    a token) and an MTP-head step 0.05 × step (None where there is no such drafter). The observe_* methods do nothing, so
     real timings on this CPU never move it, and no rollback is priced.
     """
 
     VERIFY_GROWTH = 0.2  # verify(8) = 1.2 single steps
     DRAFT_SHARE = 0.1
+    DRAFT_PREFILL_SHARE = 0.005
     MTP_SHARE = 0.05
 
     def __init__(self, step_s: float, draft: bool = True, mtp: bool = False):
@@ -92,6 +95,7 @@ class SimulatedGpuCosts(FixedCosts):
             draft_step_s=self.DRAFT_SHARE * step_s if draft else None,
             rollback_s=0.0,
             mtp_step_s=self.MTP_SHARE * step_s if mtp else None,
+            draft_prefill_s=self.DRAFT_PREFILL_SHARE * step_s if draft else None,
         )
 
     def _formula(self, n: int) -> float:

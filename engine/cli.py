@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--model", help="also show how this GGUF file would be laid out")
     info.add_argument("--draft", help="with --model: also show where this draft would go")
     info.add_argument("--ctx", type=int, default=4096, help="context size in tokens, for the GPU fit")
+    info.add_argument(
+        "--costs",
+        action="store_true",
+        help="with --model: load it (and --draft) and print what auto believes decoding costs here, as a load "
+        "measures it (a few seconds on a CPU)",
+    )
     gpu_layers_arg(info)
     amx_arg(info)
     documents_cli.add_parser(sub)
@@ -261,7 +267,24 @@ def cmd_info(args) -> int:
     if args.model:
         print_layout(args, found.gpu)
         print_auto_memory(args, found.gpu)
+        if args.costs:
+            print_costs(args)
     return 0
+
+
+def print_costs(args) -> None:
+    """Load the pair as the app would and print its calibration: what auto prices each choice with."""
+    from engine.decoding.chat_engine import Engine
+
+    common = dict(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, allow_amx=args.allow_amx)
+    engine = Engine(ModelSpec(args.model, **common), ModelSpec(args.draft, **common) if args.draft else None)
+    try:
+        lines = engine.speculator.costs.calibration().describe()
+    finally:
+        engine.close()
+    print(f"auto's costs: {lines[0]}")
+    for line in lines[1:]:
+        print(f"              {line}")
 
 
 def print_auto_memory(args, gpu) -> None:

@@ -115,3 +115,14 @@ def test_a_draft_model_behind_the_conversation_catches_up_apart_from_its_steps(s
     assert costs.draft_step_s == (draft.seconds - draft.catch_up_s) / draft.n_steps
     assert drafter.behind(context + draft.tokens) == 0  # it keeps up from here: the next draft catches up nothing
     small_engine.draft.reset()
+
+
+def test_engine_info_prints_what_auto_believes_each_width_costs(smollm2_path):
+    from tests.test_context_notes import cli
+
+    done = cli("info", "--model", smollm2_path, "--draft", smollm2_path, "--ctx", "1024", "--costs")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "auto's costs: target step" in done.stdout
+    for n in (2, 4, 8, 16, 32):
+        assert f"verify {n:>2} tokens" in done.stdout
+    assert "draft-model step" in done.stdout and "draft model catching up" in done.stdout

@@ -256,3 +256,14 @@ def test_auto_drafts_a_history_proposal_only_as_far_as_the_earlier_occurrences_a
     # They agree for three tokens, then split: drafted up to the split.
     late = best_choice(costs, {DrafterKind.HISTORY: Option(rates, 15, 0.0, support=(1.0,) * 3 + (0.5,) * 12)})
     assert late.drafter == DrafterKind.HISTORY and late.draft_length <= 3
+
+
+def test_the_calibration_says_what_a_token_costs_at_each_width():
+    lines = Calibration({1: 0.04, 2: 0.064, 16: 0.384}, draft_step_s=0.02, draft_prefill_s=0.004).describe()
+    assert lines == [
+        "target step 40.0 ms",
+        "verify  2 tokens   64.0 ms:  32.0 ms a token (0.80 of a step)",
+        "verify 16 tokens  384.0 ms:  24.0 ms a token (0.60 of a step)",
+        "draft-model step 20.0 ms (0.50 of a step)",
+        "draft model catching up 4.00 ms a token of a new prompt",
+    ]

@@ -47,6 +47,29 @@ class Calibration:
         """The JSON shape the benchmarks write."""
         return asdict(self)
 
+    def describe(self) -> list[str]:
+        """What auto believes each thing costs, a line each: per verified width the time, the time a token,
+        and that as a share of a single step (below 1: drafting that many can pay)."""
+        step = self.step_s
+        lines = [f"target step {1000 * step:.1f} ms"]
+        for n, seconds in sorted(self.verify_s.items()):
+            if n > 1:
+                lines.append(
+                    f"verify {n:>2} tokens {1000 * seconds:6.1f} ms: {1000 * seconds / n:5.1f} ms a token "
+                    f"({seconds / n / step:.2f} of a step)"
+                )
+        if self.draft_step_s is not None:
+            lines.append(
+                f"draft-model step {1000 * self.draft_step_s:.1f} ms ({self.draft_step_s / step:.2f} of a step)"
+            )
+        if self.draft_prefill_s is not None:
+            lines.append(f"draft model catching up {1000 * self.draft_prefill_s:.2f} ms a token of a new prompt")
+        if self.mtp_step_s is not None:
+            lines.append(f"MTP-head step {1000 * self.mtp_step_s:.1f} ms ({self.mtp_step_s / step:.2f} of a step)")
+        if self.rollback_s:
+            lines.append(f"undoing a rejected draft {1000 * self.rollback_s:.1f} ms")
+        return lines
+
 
 class CostModel:
     """Seconds for one target decode of n tokens, and one draft-model step.

@@ -54,6 +54,7 @@ from engine.decoding.chat_engine import Engine
 from engine.decoding.events import DoneEvent, RoundEvent, TokenEvent
 from engine.decoding.policy import CostModel, FixedCosts
 from engine.llama import cpu_weights
+from engine.models import starter
 
 CONFIGS: dict[str, SpecParams] = {
     "plain": SpecParams(mode=DrafterMode.OFF),
@@ -341,12 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown configuration(s): {', '.join(unknown)}; known: {', '.join(CONFIGS)}")
 
-    target, draft = args.model, args.draft
-    if target is None:
-        from engine.models import starter
-
-        target_path, draft_path = starter.assemble_pair()
-        target, draft = str(target_path), draft or str(draft_path)
+    target, draft = starter.pair_or_starter(args.model, args.draft)
     spec_common = dict(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, n_threads=args.threads, allow_amx=args.allow_amx)
     engine = Engine(
         ModelSpec(target, **spec_common),

@@ -40,6 +40,7 @@ from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, S
 from engine.decoding.chat_engine import Engine
 from engine.decoding.events import DoneEvent
 from engine.llama import cpu_weights
+from engine.models import starter
 from engine.tools import ToolChoice, ToolChoiceMode, ToolSpec
 
 # Which tool each pass calls (tool_choice names it, as an orchestrating agent does); the model writes the
@@ -317,12 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from engine.mcp import McpHost, ServerConfig
 
-    target, draft = args.model, args.draft
-    if target is None:
-        from engine.models import starter
-
-        target_path, draft_path = starter.assemble_pair()
-        target, draft = str(target_path), draft or str(draft_path)
+    target, draft = starter.pair_or_starter(args.model, args.draft)
     scratch = Path(tempfile.mkdtemp(prefix="specula-bench-agent-"))
     workspace = scratch / "project"
     workspace.mkdir()

@@ -32,6 +32,7 @@ from engine.decoding.chat_engine import Engine
 from engine.documents import grounding, indexer, retrieval, vectors
 from engine.documents.library import Library
 from engine.llama import cpu_weights
+from engine.models import starter
 
 LICENSES = Path("/usr/share/common-licenses")
 CONFIGS = ("plain", "auto-no-documents", "auto")
@@ -192,12 +193,7 @@ def main(argv: list[str] | None = None) -> int:
 
         runs, rows = [], []
         if not args.no_qa:
-            target, draft = args.model, args.draft
-            if target is None:
-                from engine.models import starter
-
-                target_path, draft_path = starter.assemble_pair()
-                target, draft = str(target_path), draft or str(draft_path)
+            target, draft = starter.pair_or_starter(args.model, args.draft)
             engine = Engine(ModelSpec(target), ModelSpec(draft) if draft else None)
             models = f"{engine.info.target_name} + {engine.info.draft_name}"
             try:

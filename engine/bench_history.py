@@ -32,6 +32,7 @@ from engine.bench import rates, timed_tokens
 from engine.config import ChatMessage, DrafterKind, DrafterMode, ModelSpec, SamplingParams, SpecParams
 from engine.decoding.chat_engine import Engine
 from engine.history.store import HistoryIndex, disk_bytes
+from engine.models import starter
 
 CONFIGS = {
     "plain": SpecParams(mode=DrafterMode.OFF),
@@ -271,12 +272,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result: dict = {}
     if not args.no_workload:
-        target, draft = args.model, args.draft
-        if target is None:
-            from engine.models import starter
-
-            target_path, draft_path = starter.assemble_pair()
-            target, draft = str(target_path), draft or str(draft_path)
+        target, draft = starter.pair_or_starter(args.model, args.draft)
         with tempfile.TemporaryDirectory() as tmp:
             tmp = args.history_dir or tmp
             spec = ModelSpec(target, n_ctx=4096, n_threads=args.threads)

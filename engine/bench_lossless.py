@@ -26,6 +26,7 @@ from engine.bench import load_prompts
 from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams
 from engine.decoding.chat_engine import Engine
 from engine.llama import cpu_weights
+from engine.models import starter
 
 MODES = {
     "lookup": SpecParams(mode=DrafterMode.LOOKUP),
@@ -104,12 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default="bench_lossless.json")
     args = parser.parse_args(argv)
 
-    target, draft = args.model, args.draft
-    if target is None:
-        from engine.models import starter
-
-        target_path, draft_path = starter.assemble_pair()
-        target, draft = str(target_path), draft or str(draft_path)
+    target, draft = starter.pair_or_starter(args.model, args.draft)
     engine = Engine(ModelSpec(target), ModelSpec(draft) if draft else None)
     heldout = str(resources.files("engine").joinpath("data/heldout_prompts.json"))
     prompts = [

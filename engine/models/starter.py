@@ -152,3 +152,12 @@ def assemble_pair(
     if progress:
         progress(total, total)
     return paths[0], paths[1]
+
+
+def pair_or_starter(model: str | None, draft: str | None) -> tuple[str, str | None]:
+    """The files a command was given, or the starter pair where it was given no model (a draft given
+    alone is kept): what the benchmarks run on."""
+    if model is not None:
+        return model, draft
+    target_path, draft_path = assemble_pair()
+    return str(target_path), draft or str(draft_path)

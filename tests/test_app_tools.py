@@ -91,6 +91,8 @@ def test_a_tool_call_is_approved_run_and_answered_from(qtbot, make_window, serve
     from app.core.export import to_json, to_markdown
 
     window = make_window(qwen_settings(qwen_paths))
+    passes = []  # each pass's own figures, as the engine ends it
+    window.host.worker.answer_finished.connect(lambda _request, done: passes.append(done.stats))
     asked = []  # what each pass of the model was sent
     answer_on_engine = window.host.answer
     window.host.answer = lambda messages, *args, **kwargs: (
@@ -116,6 +118,10 @@ def test_a_tool_call_is_approved_run_and_answered_from(qtbot, make_window, serve
     assert follow_up[-1].role == "tool" and "Orchid" in follow_up[-1].content
     assert follow_up[-2].tool_calls[0].name == answer.tool_uses[0].name
     assert answer.finish_reason != FinishReason.TOOL_CALLS and answer.error is None
+    # Its figures are the whole turn's: every pass of the model, the tool calls' tokens too.
+    assert len(passes) == len(asked) >= 2
+    assert answer.stats.n_tokens == sum(p.n_tokens for p in passes)
+    assert answer.stats.rounds == [r for p in passes for r in p.rounds]
 
     # Shown as a folded block, unfolding to the arguments and the result.
     widget = window.chat_view.message_widget(answer.id)

@@ -177,3 +177,26 @@ def test_live_estimate_after_the_last_round_is_the_final_estimate(small_engine, 
     assert speedup_text(live) == speedup_text(final) and estimate_text(live) == estimate_text(final)
     assert_details_arithmetic_adds_up(final)
     store.close()
+
+
+def test_a_tool_turn_s_passes_add_up_to_one_answer_s_figures(small_engine):
+    """The footer of an answer that called tools covers every pass of the model, not the last one."""
+    greedy = SamplingParams(temperature=0.0, max_tokens=48)
+    small_engine.reset_cache()
+    first = list(small_engine.chat(COPY, greedy, SpecParams(mode=DrafterMode.LOOKUP)))[-1].stats
+    second = list(small_engine.chat(YES, greedy, SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4)))[-1].stats
+    assert first.n_drafted and second.n_drafted
+    both = first.then(second)
+    assert both.rounds == first.rounds + second.rounds and both.n_rounds == len(both.rounds)
+    assert both.n_tokens == first.n_tokens + second.n_tokens
+    assert (both.n_drafted, both.n_accepted) == (
+        first.n_drafted + second.n_drafted,
+        first.n_accepted + second.n_accepted,
+    )
+    assert sum(both.accepted_hist.values()) == sum(first.accepted_hist.values()) + sum(second.accepted_hist.values())
+    assert sum(both.tokens_by_source.values()) == sum(first.tokens_by_source.values()) + sum(
+        second.tokens_by_source.values()
+    )
+    assert both.estimated_speedup == pytest.approx((first.plain_s + second.plain_s) / (first.gen_s + second.gen_s))
+    assert both.ttft_s == first.ttft_s and both.n_prompt_tokens == second.n_prompt_tokens
+    assert_details_arithmetic_adds_up(both)

@@ -447,10 +447,11 @@ class AnswerController(QObject):
         turn.waiting = Waiting.MODEL
 
     def _pass_done(self, rec: AnswerRecorder, turn: ToolTurn, done: DoneEvent) -> None:
-        turn.last_stats = done.stats
+        turn.stats = done.stats if turn.stats is None else turn.stats.then(done.stats)
         if done.finish_reason != FinishReason.TOOL_CALLS or not done.tool_calls:
             uses = bool(turn.uses)
-            self._answer_ended(rec.finish(replace(done, text=joined(turn.text, done.text)) if uses else done))
+            whole = replace(done, text=joined(turn.text, done.text), stats=turn.stats)
+            self._answer_ended(rec.finish(whole if uses else done))
             return
         turn.add_calls(done.text, done.tool_calls)
         self._write_uses(rec, turn)
@@ -533,7 +534,7 @@ class AnswerController(QObject):
         self._write_uses(rec, turn)
         if withdrawn:
             self.approval_withdrawn.emit(rec.message.id)
-        stats = turn.last_stats if turn.last_stats is not None else rec.live_stats()
+        stats = turn.stats if turn.stats is not None else rec.live_stats()
         self._answer_ended(rec.finish(DoneEvent(reason, stats, turn.text, error)))
 
     def _write_uses(self, rec: AnswerRecorder, turn: ToolTurn) -> None:

@@ -51,7 +51,7 @@ class ToolTurn:
     current: ToolUse | None = None
     call_key: int | None = None  # McpService's key of the call running
     tool_server: dict[str, str] = field(default_factory=dict)  # tool name -> server, of what was offered
-    last_stats: object = None  # AnswerStats of the last pass
+    stats: object = None  # AnswerStats of the passes so far, added up (AnswerStats.then)
 
     def messages(self) -> list[ChatMessage]:
         """What the next pass is asked: the conversation, then this answer so far with its calls' results."""

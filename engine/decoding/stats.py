@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from engine.config import DrafterKind
 
@@ -143,6 +143,33 @@ class AnswerStats:
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         known["accepted_hist"] = {int(k): v for k, v in known.get("accepted_hist", {}).items()}
         return cls(**known)  # rounds: stored lists become Rounds in __post_init__
+
+    def then(self, later: AnswerStats) -> AnswerStats:
+        """One answer made of passes (a tool turn: the model, a tool, the model again): these figures
+        followed by a later pass's. Counts, rounds and times add up (gen_s is the passes' decoding, not
+        the tools' time), so tok/s and the speedup are the whole answer's; the prompt's size is the last
+        pass's (the whole conversation by then), the time to the first token the first pass's."""
+        hist = dict(self.accepted_hist)
+        for length, n in later.accepted_hist.items():
+            hist[length] = hist.get(length, 0) + n
+        sources = dict(self.tokens_by_source)
+        for source, n in later.tokens_by_source.items():
+            sources[source] = sources.get(source, 0) + n
+        added = (
+            *("n_prompt_evaluated", "n_tokens", "n_reasoning_tokens", "n_rounds", "n_drafted", "n_accepted"),
+            *("prompt_s", "gen_s", "t_draft", "t_verify", "t_sample", "reasoning_s", "plain_estimate_s"),
+            *("grammar_s", "n_grammar_rows"),
+        )
+        return replace(
+            later,
+            **{name: getattr(self, name) + getattr(later, name) for name in added},
+            n_history_dropped=max(self.n_history_dropped, later.n_history_dropped),
+            accepted_hist=hist,
+            rounds=self.rounds + later.rounds,
+            tokens_by_source=sources,
+            ttft_s=self.ttft_s,
+            plain_reason=later.plain_reason or self.plain_reason,
+        )
 
     def by_drafter(self) -> dict[DrafterKind, DrafterTally]:
         """Each drafter's rounds, drafted and accepted tokens (plain steps under DrafterKind.NONE)."""

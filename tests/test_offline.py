@@ -43,7 +43,8 @@ def test_chat_works_with_all_sockets_refused(no_network, smollm2_path, isolated_
 # The server in a child process whose every outgoing connection is refused (and reported): it must
 # start, answer over loopback and stop without trying one. Only this test process connects, to it.
 REFUSING_SERVER = """
-import socket, sys
+import faulthandler, signal, socket, sys
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where it hangs, if it does
 
 def refuse(*args, **kwargs):
     print("network access attempted:", args, file=sys.stderr, flush=True)
@@ -61,6 +62,7 @@ def test_the_local_server_makes_no_outgoing_connection(smollm2_path, isolated_ho
     import signal
     import subprocess
     import sys
+    import time
 
     import openai
 
@@ -85,7 +87,14 @@ def test_the_local_server_makes_no_outgoing_connection(smollm2_path, isolated_ho
         assert answer.choices[0].message.content.strip()
     finally:
         child.send_signal(signal.SIGINT)
-        _, stderr = child.communicate(timeout=30)
+        try:
+            _, stderr = child.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGUSR1)  # every thread's stack to stderr: where it hangs
+            time.sleep(2)
+            child.kill()
+            _, stderr = child.communicate()
+            pytest.fail(f"the server did not stop within 30 s of Ctrl+C; its threads:\n{stderr[-8000:]}")
     assert child.returncode == 0, stderr
     assert "network access attempted" not in stderr
     assert "POST /v1/chat/completions 200" in stderr  # the request log line

@@ -563,7 +563,9 @@ def cmd_serve(engine, args) -> int:
     def stop(_signum, _frame):
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    # Ctrl+C stops it even where it was started with SIGINT ignored (a background job of a script
+    # inherits that, and Python then leaves SIGINT alone).
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         while running.server.running:
             time.sleep(0.5)
@@ -572,7 +574,8 @@ def cmd_serve(engine, args) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         running.close()
 
 

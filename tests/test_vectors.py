@@ -193,6 +193,19 @@ def test_reciprocal_rank_fusion_by_hand():
     assert retrieval.fuse([]) == []
 
 
+def test_the_hybrid_combination_by_hand():
+    keywords = [(1, 9.0), (2, 5.0), (3, 1.0)]  # BM25: 1 far ahead; 3 the last candidate
+    meaning = [(4, 0.80), (2, 0.62), (1, 0.60)]  # cosines: 4 first, though keywords missed it
+    combined = retrieval.combine([keywords, meaning], [0.5, 0.5])
+    assert [item for item, _ in combined] == [1, 4, 2, 3]
+    assert combined[0][1] == pytest.approx(0.5 * 1 + 0.5 * 0) and combined[1][1] == pytest.approx(0.5)
+    assert combined[2][1] == pytest.approx(0.5 * 0.5 + 0.5 * 0.1) and combined[3][1] == 0
+    # Reciprocal rank fusion would have put 4, first by meaning alone, last but one: ranks lose the margins.
+    assert [item for item, _ in retrieval.fuse([[1, 2, 3], [4, 2, 1]])][-2:] == [4, 3]
+    # A ranking whose scores are all equal counts every item in it as its best; an empty one adds nothing.
+    assert retrieval.combine([[(7, 2.0), (8, 2.0)], []], [0.5, 0.5]) == [(7, 0.5), (8, 0.5)]
+
+
 def recall(search, k: int) -> float:
     def flat(text: str) -> str:
         return " ".join(text.split())

@@ -157,7 +157,7 @@ def test_required_is_forced_by_the_grammar(client):
 
 
 def test_required_without_a_call_is_a_clear_error():
-    """A model whose family has no grammar here may answer anyway: the client gets a 422 saying so."""
+    """An answer that ends without the call required (a stop string cut it short) is a 422 saying so."""
     from engine import DoneEvent, FinishReason, SamplingParams, SpecParams, ToolChoice, ToolChoiceMode
     from engine.decoding.stats import AnswerStats
     from engine.serving.generation import Generation

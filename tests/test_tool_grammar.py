@@ -53,3 +53,34 @@ def test_sampled_constrained_calls_parse(checks):
     assert all(a["malformed"] == 0 and all(c[0] == "get_weather" for c in a["calls"]) for a in answers)
     assert sum(bool(a["calls"]) for a in answers) >= len(answers) // 2
     assert all(a["grammar_rows"] > 0 for a in answers)
+
+
+def test_llama3_and_mistral_calls_have_their_own_grammars(checks):
+    """Each family's grammar on the real vocabulary (its markers spelled as text there): free text
+    until its marker, then only that family's call to a tool offered, ending where its syntax ends."""
+    llama3, mistral = checks["families"]["llama3"], checks["families"]["mistral"]
+    assert llama3["before"] == {" check": True, "<eos>": True}
+    assert llama3["start"] == {'{"': True, "{{": False, "Hello": True, "<eos>": True}
+    assert llama3["tagged"] == {'{"': True, "Hello": False, "<eos>": False}
+    assert llama3["key"] == {"parameters": True, "arguments": False}  # Llama 3's own key
+    assert llama3["after call"] == {"<eos>": True, "{": False, ",": False}  # one call per message
+    assert mistral["before"] == {" check": True, "<eos>": True, "{": True}  # a brace is text without the marker
+    # After [TOOL_CALLS]: a JSON array of calls, or a tool's name then [ARGS] (the newer form).
+    assert mistral["opened"] == {"[": True, "get": True, "set": False, "Hello": False, "<eos>": False}
+    assert mistral["named"] == {'{"': True, "Hello": False, "<eos>": False}
+    assert mistral["named args"] == {"path": True, "city": False}  # read_file's arguments, not get_weather's
+    assert mistral["listed"] == {",": True, "]": True, "<eos>": False}
+    assert mistral["listed, single"] == {",": False, "]": True}
+    assert mistral["id"] == {"id": True, "name": False}  # v3's optional call id
+    assert mistral["after named"] == {"<eos>": True, "[": True, "Hello": False}
+
+
+def test_forced_calls_in_other_families_syntax_parse_and_stay_lossless(checks):
+    """Made to call in Llama 3's or Mistral's syntax though its template asks for Hermes, the model's
+    answer is that family's call, parsed by that family's parser, and drafting changes none of it."""
+    forced = checks["families"]["forced"]
+    for family in ("llama3", "mistral"):
+        plain, drafted = forced[f"{family}/off"], forced[f"{family}/draft"]
+        assert plain["calls"] == drafted["calls"] == [["get_weather", {"city": "Paris"}]], family
+        assert plain["malformed"] == drafted["malformed"] == 0
+        assert plain["tokens"] == drafted["tokens"] and drafted["accepted"] > 0, family

@@ -17,7 +17,7 @@ from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, S
 from engine.decoding.chat_engine import Engine
 from engine.decoding.events import TokenEvent
 from engine.decoding.tool_grammar import make_tool_grammar
-from engine.tools import HERMES, ToolSpec
+from engine.tools import HERMES, LLAMA3, MISTRAL, ToolChoice, ToolChoiceMode, ToolSpec, ToolSyntax
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -28,6 +28,11 @@ WEATHER = ToolSpec(
         "required": ["city"],
     },
 )
+READ = ToolSpec(
+    "read_file",
+    "Read a file.",
+    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
 SYSTEM = (
     "You are a helpful assistant. Use the tools when needed, "
     "then answer the user in plain words from the tool's result."
@@ -36,10 +41,13 @@ CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</
 QUESTION = [ChatMessage("system", SYSTEM), ChatMessage("user", "What is the weather like in Paris right now?")]
 
 
-def allowed(engine: Engine, written: str, candidates: list[str], **kinds) -> dict[str, bool]:
+def allowed(
+    engine: Engine, written: str, candidates: list[str], syntax: ToolSyntax = HERMES, **kinds
+) -> dict[str, bool]:
     """After the answer so far is `written`, which candidate texts may come next (each one token).
-    kinds: make_tool_grammar's forced and single."""
-    grammar = make_tool_grammar(engine.target.grammar_pieces, HERMES, [WEATHER], **kinds)
+    kinds: make_tool_grammar's forced and single. Another family's grammar runs on this vocabulary
+    too: its markers are then plain text of several tokens."""
+    grammar = make_tool_grammar(engine.target.grammar_pieces, syntax, [WEATHER, READ], **kinds)
     try:
         for token in engine.prompt_tokenizer.plain(written):
             grammar.accept(token)
@@ -61,7 +69,11 @@ def answer(engine: Engine, temperature: float, mode: DrafterMode, grammar: bool,
     # Above 0, a fixed draft (length and confidence floor) as the server's seeded requests use: the
     # adaptive choice follows wall-clock costs, and another cut draws the seeded numbers differently.
     spec = SpecParams(mode=mode, draft_length=4, draft_p_min=0.0) if temperature else SpecParams(mode=mode)
-    events = list(engine.chat(QUESTION, sampling, spec, tools=[WEATHER], tool_grammar=grammar))
+    return outcome(list(engine.chat(QUESTION, sampling, spec, tools=[WEATHER], tool_grammar=grammar)))
+
+
+def outcome(events: list) -> dict:
+    """An answer's calls, its tokens and what drafting and the grammar did."""
     done = events[-1]
     return {
         "calls": [[c.name, c.arguments] for c in done.tool_calls],
@@ -70,6 +82,52 @@ def answer(engine: Engine, temperature: float, mode: DrafterMode, grammar: bool,
         "accepted": done.stats.n_accepted,
         "grammar_s": done.stats.grammar_s,
         "grammar_rows": done.stats.n_grammar_rows,
+    }
+
+
+def forced(engine: Engine, syntax: ToolSyntax, mode: DrafterMode) -> dict:
+    """At temperature 0, an answer made to call a tool in another family's syntax (the model's own
+    template asks for Hermes calls): the grammar alone makes it that family's call."""
+    own, engine.formatter.tool_syntax = engine.formatter.tool_syntax, syntax
+    try:
+        sampling = SamplingParams(temperature=0.0, max_tokens=60)
+        required = ToolChoice(ToolChoiceMode.REQUIRED)
+        events = engine.chat(
+            QUESTION, sampling, SpecParams(mode=mode), tools=[WEATHER], tool_choice=required, tool_grammar=True
+        )
+        return outcome(list(events))
+    finally:
+        engine.formatter.tool_syntax = own
+
+
+def families(engine: Engine) -> dict:
+    """Llama 3.x's and Mistral's grammars: what they allow, and forced calls drafted and plain."""
+    call = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
+    listed = '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    named = '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'
+    return {
+        "llama3": {
+            "before": allowed(engine, "Let me", [" check", "<eos>"], LLAMA3),
+            "start": allowed(engine, "", ['{"', "{{", "Hello", "<eos>"], LLAMA3),
+            "tagged": allowed(engine, "<|python_tag|>", ['{"', "Hello", "<eos>"], LLAMA3),
+            "key": allowed(engine, '{"name": "get_weather", "', ["parameters", "arguments"], LLAMA3),
+            "after call": allowed(engine, call, ["<eos>", "{", ","], LLAMA3),
+        },
+        "mistral": {
+            "before": allowed(engine, "Let me", [" check", "<eos>", "{"], MISTRAL),
+            "opened": allowed(engine, "[TOOL_CALLS]", ["[", "get", "set", "Hello", "<eos>"], MISTRAL),
+            "named": allowed(engine, "[TOOL_CALLS]get_weather[ARGS]", ['{"', "Hello", "<eos>"], MISTRAL),
+            "named args": allowed(engine, '[TOOL_CALLS]read_file[ARGS]{"', ["path", "city"], MISTRAL),
+            "listed": allowed(engine, listed, [",", "]", "<eos>"], MISTRAL),
+            "listed, single": allowed(engine, listed, [",", "]"], MISTRAL, single=True),
+            "id": allowed(engine, listed[:-1] + ', "', ["id", "name"], MISTRAL),
+            "after named": allowed(engine, named, ["<eos>", "[", "Hello"], MISTRAL),
+        },
+        "forced": {
+            f"{syntax.name}/{mode.value}": forced(engine, syntax, mode)
+            for syntax in (LLAMA3, MISTRAL)
+            for mode in (DrafterMode.OFF, DrafterMode.DRAFT_MODEL)
+        },
     }
 
 
@@ -92,6 +150,7 @@ def main(target: str, draft: str) -> None:
                 for mode in (DrafterMode.OFF, DrafterMode.DRAFT_MODEL)
                 for g in (False, True)
             },
+            "families": families(engine),
             "sampled": [
                 answer(engine, 0.7, mode, True, seed)
                 for mode in (DrafterMode.OFF, DrafterMode.DRAFT_MODEL)

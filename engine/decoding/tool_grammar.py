@@ -2,8 +2,8 @@
 
 Once the model opens a call (`<tool_call>`, or a ```json fence or `{` at the very start of its answer) the
 call must be a JSON object naming one of the tools offered, with arguments that follow the tool's
-JSON schema (llama-cpp-python's schema converter writes the rules). Only the Hermes syntax (Qwen,
-Hermes, the fallback) has a grammar here; other families' calls are parsed unconstrained.
+JSON schema (llama-cpp-python's schema converter writes the rules). Each syntax the parser reads has
+its grammar: Hermes (Qwen, Hermes, the fallback), Llama 3.x and Mistral (both of its forms).
 
 Lossless: each verified position's logits are masked by the grammar in the state the draft tokens
 before it would leave it (a copy per position), the verification rule then runs on the masked rows
@@ -26,38 +26,85 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from llama_cpp.llama_grammar import json_schema_to_gbnf
+from llama_cpp.llama_grammar import SchemaConverter
 
 from engine.llama.grammar import Grammar, Trigger, VocabPieces
-from engine.tools import HERMES, ToolSpec, ToolSyntax
+from engine.tools import HERMES, LLAMA3, MISTRAL, ToolSpec, ToolSyntax
 
 # JSON whitespace as models write it (the converter's own rule allows one space only).
 _SPACE = 'space ::= | " " | "\\n" [ \\t]{0,20}'
 
 
-def hermes_gbnf(tools: Sequence[ToolSpec], forced: bool = False, single: bool = False) -> str:
-    """The grammar of one or more <tool_call> blocks, one ```json fence or one bare object, each a call to
-    a tool offered (forced: the answer is <tool_call> blocks and nothing else; single: one call at most)."""
+def _converter() -> SchemaConverter:
+    # Keys in the order each family's prompts show them.
+    order = {"name": 0, "arguments": 1, "parameters": 1, "id": 2}
+    return SchemaConverter(prop_order=order, allow_fetch=False, dotall=False, raw_pattern=False)
+
+
+def _call_rule(
+    converter: SchemaConverter, tools: Sequence[ToolSpec], arguments: str, extra: dict | None = None
+) -> None:
+    """Adds the rule `call`: a JSON object naming one of the tools, its arguments under the key
+    `arguments` following that tool's schema (extra: optional keys after them)."""
     schema = {
         "oneOf": [
             {
                 "type": "object",
-                "properties": {"name": {"const": t.name}, "arguments": t.parameters or {"type": "object"}},
-                "required": ["name", "arguments"],
+                "properties": {
+                    "name": {"const": t.name},
+                    arguments: t.parameters or {"type": "object"},
+                    **(extra or {}),
+                },
+                "required": ["name", arguments],
             }
             for t in tools
         ]
     }
-    rules = json_schema_to_gbnf(json.dumps(schema), prop_order=["name", "arguments"]).splitlines()
-    rules = ["call ::=" + r[len("root ::=") :] if r.startswith("root ::=") else r for r in rules]
-    rules = [_SPACE if r.startswith("space ::=") else r for r in rules]
-    return "\n".join(
-        [
-            "root ::= tagged" + ("" if single else ' ( "\\n"* tagged )*') + ("" if forced else " | fenced | call"),
-            'tagged ::= "<tool_call>" space call space "</tool_call>"',
-            'fenced ::= "```json" space call space "```"',
-            *rules,
-        ]
+    converter.visit(converter.resolve_refs(schema, "stdin"), "call")
+
+
+def _grammar(converter: SchemaConverter, *rules: str) -> str:
+    converted = [_SPACE if r.startswith("space ::=") else r for r in converter.format_grammar().splitlines()]
+    return "\n".join([*rules, *converted])
+
+
+def hermes_gbnf(tools: Sequence[ToolSpec], forced: bool = False, single: bool = False) -> str:
+    """The grammar of one or more <tool_call> blocks, one ```json fence or one bare object, each a call to
+    a tool offered (forced: the answer is <tool_call> blocks and nothing else; single: one call at most)."""
+    converter = _converter()
+    _call_rule(converter, tools, "arguments")
+    return _grammar(
+        converter,
+        "root ::= tagged" + ("" if single else ' ( "\\n"* tagged )*') + ("" if forced else " | fenced | call"),
+        'tagged ::= "<tool_call>" space call space "</tool_call>"',
+        'fenced ::= "```json" space call space "```"',
+    )
+
+
+def llama3_gbnf(tools: Sequence[ToolSpec]) -> str:
+    """Llama 3.x: one JSON object {"name": ..., "parameters": {...}} as the whole answer, after
+    <|python_tag|> or bare (its templates take one call per message, so one is all the grammar allows)."""
+    converter = _converter()
+    _call_rule(converter, tools, "parameters")
+    return _grammar(converter, 'root ::= "<|python_tag|>" space call | call')
+
+
+def mistral_gbnf(tools: Sequence[ToolSpec], single: bool = False) -> str:
+    """Mistral: [TOOL_CALLS] then a JSON array of {"name", "arguments", "id"?} objects (v3), or
+    [TOOL_CALLS]name[ARGS]{...} once per call (v11 and later: Nemo's successors, Small 3.2, Devstral).
+    Both forms are allowed: which one a model writes is its template's business, and the parser reads both."""
+    converter = _converter()
+    _call_rule(converter, tools, "arguments", {"id": {"type": "string"}})
+    named = []
+    for i, t in enumerate(tools):
+        args = converter.visit(converter.resolve_refs(t.parameters or {"type": "object"}, "stdin"), f"args-{i}")
+        named.append(f"{json.dumps('[TOOL_CALLS]' + t.name)} {json.dumps('[ARGS]')} {args}")
+    listed = "call" if single else 'call ( "," space call )*'
+    return _grammar(
+        converter,
+        "root ::= listed | named" + ("" if single else "+"),
+        f'listed ::= "[TOOL_CALLS]" space "[" space {listed} "]" space',
+        "named ::= " + " | ".join(f"( {n} )" for n in named),
     )
 
 
@@ -67,19 +114,27 @@ HERMES_TRIGGERS = (
     Trigger("```json", anywhere=False),
     Trigger("{", anywhere=False),
 )
+LLAMA3_TRIGGERS = (Trigger("<|python_tag|>", anywhere=True), Trigger("{", anywhere=False))
+MISTRAL_TRIGGERS = (Trigger("[TOOL_CALLS]", anywhere=True),)
 
 
 def make_tool_grammar(
     vocab: VocabPieces, syntax: ToolSyntax, tools: Sequence[ToolSpec], forced: bool = False, single: bool = False
 ) -> Grammar | None:
-    """A lazy grammar for these tools' calls, or None where the syntax has none here. forced (tool_choice
-    required, or a named function): not lazy, the answer must be calls from its first token. single: the
-    answer ends after one call."""
-    if syntax != HERMES or not tools:
+    """A lazy grammar for these tools' calls in this family's syntax, or None without tools or for a
+    syntax it does not know. forced (tool_choice required, or a named function): not lazy, the answer
+    must be calls from its first token. single: the answer ends after one call."""
+    if not tools:
         return None
-    if forced:
-        return Grammar(vocab, hermes_gbnf(tools, forced=True, single=single))
-    return Grammar(vocab, hermes_gbnf(tools, single=single), HERMES_TRIGGERS)
+    if syntax == HERMES:
+        gbnf, triggers = hermes_gbnf(tools, forced, single), HERMES_TRIGGERS
+    elif syntax == LLAMA3:
+        gbnf, triggers = llama3_gbnf(tools), LLAMA3_TRIGGERS
+    elif syntax == MISTRAL:
+        gbnf, triggers = mistral_gbnf(tools, single), MISTRAL_TRIGGERS
+    else:
+        return None
+    return Grammar(vocab, gbnf) if forced else Grammar(vocab, gbnf, triggers)
 
 
 def _masked(state: Grammar, row: np.ndarray, top_k: int, min_p: float) -> np.ndarray:

@@ -11,9 +11,10 @@ message.tool_calls (ids `call_...`, arguments a JSON string) and finish_reason "
 stream sends each call once it is complete, as delta.tool_calls[i] (id and name, then its whole
 arguments). Text the model meant as a call that is not a valid one stays in the content and is
 listed in specula.tool_call_errors. tool_choice "required" or a named function is asked of the
-model in its system prompt and, for the Hermes syntax (Qwen, Hermes, templates without tools),
-forced by a grammar (engine/decoding/tool_grammar.py); an answer without the call (another
-family's model that did not comply) is a 422, tool_call_missing, with the model's text in the message.
+model in its system prompt and forced by a grammar in the family's syntax (Hermes for Qwen, Hermes
+and templates without tools; Llama 3.x; Mistral: engine/decoding/tool_grammar.py); an answer that
+still ends without a call (a stop string cut it short) is a 422, tool_call_missing, with the model's
+text in the message.
 
 Specula's own request field is `specula` (the openai client sends it through extra_body):
 `{"collections": ["notes"]}` answers a chat from those document collections; its answer then

@@ -98,13 +98,21 @@ def qa_runs(engine: Engine, library: Library, name: str, prompts: list[str], arg
         grounded = grounding.find_and_ground(library, [name], prompt, fits)
         messages = [ChatMessage("user", grounded.message)]
         documents = grounded.draft_texts
+        engine.collection_tokens.index_for(grounded.whole)  # indexed before any answer is timed
+        engine.collection_tokens.wait()
         for temperature in args.temperatures:
             for repeat in range(args.repeats):
                 for config in CONFIGS:  # interleaved: a slow moment of the machine hits every configuration
                     spec = SpecParams(mode=DrafterMode.OFF if config == "plain" else DrafterMode.AUTO)
                     sampling = SamplingParams(temperature=temperature, max_tokens=args.max_tokens, seed=1234 + repeat)
                     done = None
-                    for event in engine.chat(messages, sampling, spec, documents=documents if config == "auto" else ()):
+                    for event in engine.chat(
+                        messages,
+                        sampling,
+                        spec,
+                        documents=documents if config == "auto" else (),
+                        collections=grounded.whole if config == "auto" else None,
+                    ):
                         done = event
                     s = done.stats
                     runs.append(

@@ -426,8 +426,11 @@ def cmd_chat(engine, args, library=None) -> int:
         done = None
         thought = False  # thinking was shown: a blank line before the answer
         try:
-            documents = grounded.draft_texts if grounded else []
-            for event in engine.chat(messages, sampling_from(args), spec_from(args), cancel, documents=documents):
+            documents, whole = (grounded.draft_texts, grounded.whole) if grounded else ([], None)
+            answer = engine.chat(
+                messages, sampling_from(args), spec_from(args), cancel, documents=documents, collections=whole
+            )
+            for event in answer:
                 if isinstance(event, TokenEvent) and event.reasoning:
                     thought = True
                     sys.stdout.write(f"{DIM}{event.text}{RESET}" if sys.stdout.isatty() else event.text)
@@ -464,8 +467,8 @@ def cmd_generate(engine, args, library=None) -> int:
     grounded = ground(engine, library, args, messages, prompt)
     messages.append(ChatMessage("user", grounded.message if grounded else prompt))
     done, rounds = None, []
-    documents = grounded.draft_texts if grounded else []
-    for event in engine.chat(messages, sampling_from(args), spec_from(args), documents=documents):
+    documents, whole = (grounded.draft_texts, grounded.whole) if grounded else ([], None)
+    for event in engine.chat(messages, sampling_from(args), spec_from(args), documents=documents, collections=whole):
         if isinstance(event, TokenEvent) and not args.json:
             sys.stdout.write(event.text)
             sys.stdout.flush()

@@ -414,4 +414,4 @@ def test_the_engine_drafts_a_quote_from_the_documents_it_is_given(small_engine):
     assert len(quoted) >= 5 and done.stats.tokens_by_source.get("documents", 0) == len(quoted)
     assert all(e.text.strip() in passage for e in quoted)
     assert done.stats.by_drafter()[DrafterKind.DOCUMENTS].accepted == len(quoted)
-    assert small_engine.speculator.documents.index is None
+    assert small_engine.speculator.documents.indexes == []

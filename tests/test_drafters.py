@@ -239,7 +239,7 @@ def test_documents_draft_a_quote_before_lookup_and_only_for_the_answer_they_were
     assert s.drafters[1].offer(context, 4, [offered]) is None
 
     documents.use([])
-    assert not documents.asked(SpecParams(), []) and documents.index is None
+    assert not documents.asked(SpecParams(), []) and documents.indexes == []
     _, alone = answer(s, SpecParams(mode=DrafterMode.LOOKUP))
     assert DrafterKind.DOCUMENTS not in alone.stats.by_drafter()
 

@@ -358,7 +358,8 @@ def test_with_an_embedding_model_chosen_the_server_finds_passages_by_meaning(smo
         hybrid = Documents(root)
         _, found = hybrid.ground(engine, [ChatMessage("user", question)], ("licenses",), 16)
         hybrid.close()
-        assert answer_starts in " ".join(found.sources[0].text.split())  # found first, by meaning
-        assert answer_starts in found.drafts[0]  # and drafted from, its prose reflowed as the prompt has it
+        # Found by meaning among the first two (the first by keywords holds more of the question's words).
+        assert any(answer_starts in " ".join(hit.text.split()) for hit in found.sources[:2])
+        assert any(answer_starts in text for text in found.drafts[:2])  # drafted from, reflowed as the prompt has it
     finally:
         engine.close()

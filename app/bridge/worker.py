@@ -213,14 +213,15 @@ class EngineWorker(QObject):
         round_index = -1
         done = None
         try:
-            messages, documents = self._grounded(request) if request.collections else (request.messages, [])
+            messages, grounded = self._grounded(request) if request.collections else (request.messages, None)
             events = self.engine.chat(
                 messages,
                 request.sampling,
                 request.spec,
                 request.cancel,
                 remember=request.remember,
-                documents=documents,
+                documents=grounded.draft_texts if grounded else (),
+                collections=grounded.whole if grounded else None,
                 tools=request.tools,
                 tool_grammar=bool(request.tools),
             )
@@ -245,18 +246,18 @@ class EngineWorker(QObject):
             return
         self.answer_finished.emit(request.id, done)
 
-    def _grounded(self, request: AnswerRequest) -> tuple[list[ChatMessage], list[str]]:
+    def _grounded(self, request: AnswerRequest) -> tuple[list[ChatMessage], grounding.Grounded | None]:
         """The request's messages with the last one grounded in the best passages of its collections that fit
-        the context (sources_found says which), and the texts of all the passages found, to draft from;
-        unchanged and none, with documents_failed, if they cannot be searched."""
+        the context (sources_found says which), and the grounding (what to draft from: the passages found
+        and the collections' whole text); unchanged and None, with documents_failed, if they cannot be searched."""
         try:
             messages, grounded = self._ground(request.messages, request.collections, request.sampling.max_tokens)
         except (LibraryError, OSError, sqlite3.Error) as e:
             log.warning("documents not searched: %s", e)
             self.documents_failed.emit(request.id, f"Your documents were not searched: {e}")
-            return request.messages, []
+            return request.messages, None
         self.sources_found.emit(request.id, grounded.sources)
-        return messages, grounded.draft_texts
+        return messages, grounded
 
     def _ground(self, messages: list[ChatMessage], collections: tuple[str, ...], max_tokens: int):
         """(messages with the last one grounded, grounding.Grounded); LibraryError and the like when the

@@ -15,6 +15,7 @@ from engine.chat.reasoning import ReasoningSplitter
 from engine.chat.template import ChatFormatter
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
 from engine.decoding import auto_memory
+from engine.decoding.collection_drafts import CollectionTokens, WholeText
 from engine.decoding.events import DoneEvent, Event, FinishReason
 from engine.decoding.policy import Calibration
 from engine.decoding.speculator import Speculator
@@ -173,6 +174,7 @@ class Engine:
         self.draft_name = (draft.name or display_name(draft_info, draft.path)) if draft is not None else None
         self.prompt_tokenizer = PromptTokenizer(self.target.vocab, self.target.n_vocab)
         self.formatter = ChatFormatter(self.target.info, controls=self.prompt_tokenizer.controls)
+        self.collection_tokens = CollectionTokens(self.prompt_tokenizer.plain)
         self._markers: dict[str, dict[int, bytes]] = {}  # per tool-call syntax (_marker_pieces)
 
     def set_chat_template(self, override: str | None) -> None:
@@ -233,6 +235,8 @@ class Engine:
         self.draft = None
 
     def close(self) -> None:
+        if getattr(self, "collection_tokens", None) is not None:
+            self.collection_tokens.close()  # it tokenizes with the target's vocabulary
         if getattr(self, "history", None) is not None:
             self.history.close()
         for runner in (getattr(self, "draft", None), getattr(self, "target", None)):
@@ -264,6 +268,7 @@ class Engine:
         tool_choice: ToolChoice | None = None,
         tool_grammar: bool = False,
         parallel_tool_calls: bool = True,
+        collections: WholeText | None = None,
     ) -> Iterator[Event]:
         """Stream the assistant's answer to a conversation (the last message is the user's, or a
         tool's result).
@@ -272,6 +277,9 @@ class Engine:
         index (None: this answer is not the user's history, e.g. a benchmark or a comparison rerun).
         documents: texts of the user's documents found for this question (in its prompt or not):
         drafted from as "documents" (engine.decoding.drafters.DocumentDrafter) for this answer only.
+        collections: the whole text of the collections searched (engine.documents.whole_text), drafted
+        from too once indexed in this model's tokens, which starts on a thread of its own at the first
+        answer that names them (collection_drafts.py).
         tools: functions the model may call, rendered by its chat template (formatter.tools_native)
         or described Hermes-style; tool_choice (default auto) may forbid calls, require one, or name
         the one function to call (the others are then not offered). The model's calls are read out of
@@ -281,8 +289,8 @@ class Engine:
         calling. Run them and send back ChatMessage("tool", result, tool_call_id=call.id, name=call.name)
         after ChatMessage("assistant", done.text, tool_calls=done.tool_calls).
         tool_grammar: once the model opens a call, constrain it with a lazy grammar so that it parses
-        and its arguments follow the tool's schema (the Hermes syntax only: Qwen, Hermes, the
-        fallback; engine/decoding/tool_grammar.py), verified losslessly; its cost is in
+        and its arguments follow the tool's schema (in the family's syntax: Hermes, Llama 3.x or
+        Mistral; engine/decoding/tool_grammar.py), verified losslessly; its cost is in
         DoneEvent.stats.grammar_s. With tool_choice required or a named function the grammar holds
         from the first token: the answer is calls and nothing else. parallel_tool_calls False: the
         grammar ends the answer after one call (a small model forced to call tends to repeat it).
@@ -301,7 +309,8 @@ class Engine:
             return
         opening, closing = self.formatter.reasoning_markers
         splitter = ReasoningSplitter(opening, closing, thinking=self.formatter.opens_reasoning)
-        self.speculator.documents.use([self.prompt_tokenizer.plain(text) for text in documents])
+        whole = self.collection_tokens.index_for(collections)
+        self.speculator.documents.use([self.prompt_tokenizer.plain(text) for text in documents], whole)
         # A call quotes a tool's result inside a JSON string: lookup drafts from it as escaped there.
         results = [m.content for m in messages if m.role == "tool"] if tools else []
         quoted = [q for q in map(json_quoted, results) if q not in results]  # plain lookup has the others

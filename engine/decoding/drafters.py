@@ -315,11 +315,13 @@ class HistoryDrafter(MatchDrafter):
 
 
 class DocumentDrafter(MatchDrafter):
-    """Continues a match of the context's end in the user's documents found for this answer: the
-    passages in its prompt and those that did not fit (Engine.chat(documents=...)). Asked before
-    lookup, so a quote of a passage in the prompt counts as the documents' (at equal match length
-    the earlier drafter wins), and a quote of one that did not fit drafts too. Between answers it
-    holds nothing; what auto learned of its matches (by band, as lookup's) stays."""
+    """Continues a match of the context's end in the user's documents: the passages found for this
+    answer, in its prompt and those that did not fit (Engine.chat(documents=...)), and the whole
+    text of the collections searched (collection_drafts.py), where a longer match wins (a found
+    passage at equal length: it is the likelier one). Asked before lookup, so a quote of a passage
+    in the prompt counts as the documents' (at equal match length the earlier drafter wins), and a
+    quote of one that did not fit, or that no search found, drafts too. Between answers it holds
+    nothing; what auto learned of its matches (by band, as lookup's) stays."""
 
     kind = DrafterKind.DOCUMENTS
     source = TokenSource.DOCUMENTS
@@ -329,20 +331,24 @@ class DocumentDrafter(MatchDrafter):
 
     def __init__(self):
         super().__init__()
-        self.index: SuffixIndex | None = None
+        self.indexes: list[SuffixIndex] = []  # the passages found, then the collections' whole text
 
-    def use(self, documents: Sequence[Sequence[int]]) -> None:
-        """Draft from these token sequences (none: nothing) until told otherwise."""
-        self.index = joined_index(documents)
+    def use(self, documents: Sequence[Sequence[int]], whole: SuffixIndex | None = None) -> None:
+        """Draft from these token sequences and the collections' index (none: nothing) until told otherwise."""
+        self.indexes = [index for index in (joined_index(documents), whole) if index is not None]
 
     def asked(self, spec: SpecParams, earlier: Sequence[Offer]) -> bool:
-        return self.index is not None and super().asked(spec, earlier)
+        return bool(self.indexes) and super().asked(spec, earlier)
 
     def match(self, context: Sequence[int], k_cap: int) -> tuple[list[int], int, list[float]]:
-        found = self.index.longest_match(context) if self.index is not None else None
+        index, found = None, None
+        for candidate in self.indexes:
+            match = candidate.longest_match(context)
+            if found is None or match.length > found.length:
+                index, found = candidate, match
         if found is None or found.length < self.MIN_MATCH:
             return [], 0, []
-        rows = self.index.continuations(found.starts[:MAX_ROWS], MAX_MATCH)
+        rows = index.continuations(found.starts[:MAX_ROWS], MAX_MATCH)
         # A long match is a quote: it may go on as far as the round allows; a short one about as far as it matched.
         k = k_cap if found.length >= 8 else min(k_cap, 2 * found.length)
         tokens, support = most_frequent_path(rows, k, self.MIN_SHARE)

@@ -10,20 +10,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from engine.documents.library import Library
-from engine.documents.readers import CODE_SUFFIXES
-from engine.documents.reflow import CODE, MARKUP, TEXT, reflow
+from engine.documents.reflow import for_prompt
 from engine.documents.retrieval import Hit, search
+from engine.documents.whole_text import WholeText
 
 # Passages found per question, best first: as many of the first SEARCHED as fit the context go in
 # (a small model loses its way in more); all DRAFTED are drafted from, in the prompt or not.
 SEARCHED = 6
 DRAFTED = 24
-
-# HTML and Word documents are read as Markdown
-MARKUP_SUFFIXES = frozenset((".md", ".markdown", ".mdx", ".rst", ".html", ".htm", ".xhtml", ".docx"))
 
 INSTRUCTION = (
     "Passages from the user's documents that may help answer the question are numbered below. "
@@ -37,6 +33,7 @@ class Grounded:
     message: str  # what the model receives as the user's message
     sources: list[Hit]  # [1] is sources[0]
     drafts: list[Hit] = field(default_factory=list)  # the passages found, in the prompt or not: to draft from
+    whole: WholeText | None = None  # all the text of the collections searched: to draft from too
 
     @property
     def draft_texts(self) -> list[str]:
@@ -57,10 +54,11 @@ def ground(question: str, hits: list[Hit], fits: Callable[[str], bool]) -> Groun
 def find_and_ground(
     library: Library, collections: list[str], question: str, fits: Callable[[str], bool], embedder=None
 ) -> Grounded:
-    """The question grounded in the best passages of these collections that fit, and the passages
-    found for drafting (embedder: for hybrid search, as retrieval.search)."""
+    """The question grounded in the best passages of these collections that fit, and for drafting
+    the passages found and the collections' whole text (embedder: for hybrid search, as retrieval.search)."""
     hits = search(library, collections, question, DRAFTED, embedder=embedder)
-    return replace(ground(question, hits[:SEARCHED], fits), drafts=hits)
+    whole = WholeText(library.index_file, tuple(collections))
+    return replace(ground(question, hits[:SEARCHED], fits), drafts=hits, whole=whole)
 
 
 def message_with(question: str, hits: list) -> str:
@@ -72,8 +70,7 @@ def message_with(question: str, hits: list) -> str:
 def prompt_text(hit) -> str:
     """A passage's text as the model reads it: hard-wrapped prose joined into lines (reflow.py), so
     that a quote in running text is the passage token for token; source code as it is."""
-    suffix = Path(hit.path).suffix.lower()
-    return reflow(hit.text, CODE if suffix in CODE_SUFFIXES else MARKUP if suffix in MARKUP_SUFFIXES else TEXT)
+    return for_prompt(hit.path, hit.text)
 
 
 def label(hit: Hit) -> str:

@@ -17,6 +17,9 @@ prose too (licences indent their lettered clauses), so there indented lines are 
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+from engine.documents.readers import CODE_SUFFIXES
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 LIST_ITEM = re.compile(r"^\s*([-*+•]|\d{1,3}[.)]|\(?[a-zA-Z0-9]{1,4}\)|[a-z][.)])\s+\S")
@@ -27,6 +30,14 @@ SPACES = re.compile(r"(?<=\S) {2,}(?=\S)")
 
 
 CODE, MARKUP, TEXT = "code", "markup", "text"  # kinds of file: source code, Markdown or RST, anything else
+# HTML and Word documents are read as Markdown
+MARKUP_SUFFIXES = frozenset((".md", ".markdown", ".mdx", ".rst", ".html", ".htm", ".xhtml", ".docx"))
+
+
+def for_prompt(path: str, text: str) -> str:
+    """A passage of the file at path, reflowed as its kind of file allows."""
+    suffix = Path(path).suffix.lower()
+    return reflow(text, CODE if suffix in CODE_SUFFIXES else MARKUP if suffix in MARKUP_SUFFIXES else TEXT)
 
 
 def reflow(text: str, kind: str = TEXT) -> str:

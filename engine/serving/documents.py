@@ -27,6 +27,7 @@ from engine.config import ChatMessage
 from engine.documents import grounding
 from engine.documents.library import Library, read_collections
 from engine.documents.retrieval import Hit
+from engine.documents.whole_text import WholeText
 
 if TYPE_CHECKING:  # the name only: importing Engine loads llama.cpp
     from engine import Engine
@@ -40,6 +41,7 @@ class Grounding:
 
     sources: tuple[Hit, ...]
     drafts: tuple[str, ...] = field(default=(), repr=False)  # the passages found, as the prompt gives them
+    whole: WholeText | None = field(default=None, repr=False)  # the collections' whole text, to draft from
 
     def records(self, answer: str) -> list[dict]:
         """The sources as a response carries them, each `cited` when the answer cites its number."""
@@ -103,7 +105,7 @@ class Documents:
                 library.collection(name)  # removed since the request came: LibraryError says which
             embedder = self._embedder(library)
             grounded = grounding.find_and_ground(library, list(names), question.content, fits, embedder)
-        found = Grounding(tuple(grounded.sources), tuple(grounded.draft_texts))
+        found = Grounding(tuple(grounded.sources), tuple(grounded.draft_texts), grounded.whole)
         return [*before, ChatMessage("user", grounded.message), *after], found
 
     def _embedder(self, library: Library):

@@ -162,6 +162,7 @@ class EngineService:
                     generation.spec,
                     ticket.cancel,
                     documents=grounding.drafts if grounding else (),
+                    collections=grounding.whole if grounding else None,
                     tools=generation.tools,
                     tool_choice=generation.tool_choice,
                     # required or a named function: held to calls by a grammar where the family has one

@@ -13,7 +13,7 @@ import pytest
 from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
 from engine.decoding import auto_memory
 from engine.decoding.drafters import Draft, ModelDrafter, TrackerKey, _take
-from engine.decoding.policy import FixedCosts
+from engine.decoding.policy import ConfidenceCalibration, CostModel, FixedCosts, confidence_floor
 from engine.decoding.speculator import PROBE_GAP, PROBE_SEEN, REPROBE_ROUNDS, Speculator
 from tests.test_drafters import RuleTarget, answer, follow
 
@@ -212,18 +212,39 @@ def test_a_greedy_model_drafter_stops_where_its_whole_run_is_no_longer_likely():
         assert len(draft) == expected and draft.confidence[0] == pytest.approx(0.7, abs=1e-5)
 
 
-def test_a_joint_floor_corrects_each_tokens_confidence_before_the_product():
-    """A model accepted 80 % as often as it is sure is overconfident at every step, so a run of n
-    tokens is 0.8**n less likely than its confidences say, not 0.8 less likely."""
+def test_a_joint_floor_corrects_the_product_of_the_confidences_by_how_well_it_has_predicted():
+    """A draft's expected accepted run is the sum of its joint confidences: a model whose runs were
+    accepted 80 % as far as those sums said has its product corrected by 0.8."""
     logits = np.log(np.array([0.95, 0.02, 0.02, 0.01], dtype=np.float32))
     rng = np.random.default_rng(0)
     greedy = SamplingParams(temperature=0.0)
-    for trust, expected in ((1.0, 13), (0.8, 2)):
+    for trust, expected in ((1.0, 13), (0.8, 9)):
         draft = Draft(DrafterKind.DRAFT_MODEL, 16, joint_floor=True, trust=trust)
         while len(draft) < 16 and _take(draft, logits, greedy, rng, p_min=0.5):
             pass
-        # trusted: 0.95**13 = 0.513 >= 0.5 > 0.95**14; corrected: 0.76, 0.58, then 0.44 < 0.5 stops.
+        # trusted: 0.95**13 = 0.513 >= 0.5 > 0.95**14; corrected: 0.8 * 0.95**9 = 0.504, 0.8 * 0.95**10 = 0.479.
         assert len(draft) == expected
+
+
+def test_the_joint_calibration_sees_a_model_sure_of_runs_it_gets_wrong_early():
+    """Sure of each of 8 tokens (0.95) and right about the first only: token by token it looks half
+    right, but its runs' products promised 6.4 tokens for every 1 accepted."""
+    sure_and_wrong, honest = ConfidenceCalibration(), ConfidenceCalibration()
+    for _ in range(20):
+        sure_and_wrong.observe([0.95] * 8, 1)
+        honest.observe([0.9, 0.5, 0.5], 1)  # its products promised 0.9 + 0.45 + 0.225 = 1.575; it gets 1
+    assert sure_and_wrong.joint_ratio < 0.25 < 0.45 < sure_and_wrong.ratio
+    assert 0.6 < honest.joint_ratio < 0.7
+
+
+def test_the_floor_values_time_at_the_rate_the_answer_is_going():
+    """To maximise tokens per second, one more token must be likelier than its time times the rate the
+    round gives: at three times plain decoding's rate the floor is three times as high."""
+    costs = CostModel({1: 0.010, 2: 0.0101, 4: 0.0103, 8: 0.0107}, draft_step_s=0.001)
+    plain = confidence_floor(costs, 4, costs.draft_step_s)
+    assert plain == pytest.approx(0.2)  # the lowest floor there is: (0.001 + 0.0001) / 0.010 = 0.11
+    assert confidence_floor(costs, 4, costs.draft_step_s, rate=3 / costs.step_s) == pytest.approx(0.33, abs=0.01)
+    assert confidence_floor(costs, 4, costs.draft_step_s, rate=0.5 / costs.step_s) == plain  # never below plain's
 
 
 def test_engine_info_says_what_auto_learned_in_words():

@@ -47,8 +47,7 @@ class Draft:
     # of its confidences: a token after a rejected one is wasted), not to each token alone (p_min as
     # the user sets it, llama.cpp's meaning).
     joint_floor: bool = False
-    # How far its confidence is to be trusted (ConfidenceCalibration.ratio): in a joint floor each
-    # token's confidence is corrected before the product, as an overconfident model is so at every step.
+    # How far the product of its confidences is to be trusted (ConfidenceCalibration.joint_ratio).
     trust: float = 1.0
     seconds: float = 0.0
     n_steps: int = 0  # model decode steps taken
@@ -176,7 +175,8 @@ class Drafter(ABC):
         """What one drafted token costs it: nothing for a drafter that runs no model."""
         return 0.0
 
-    def confidence_floor(self, costs: CostModel, k: int, joint: bool = False) -> float:
+    def confidence_floor(self, costs: CostModel, k: int, joint: bool = False, rate: float | None = None) -> float:
+        """Below what confidence it stops drafting (rate: the tokens/s the round is expected to give)."""
         return 0.0
 
     def observe_cost(self, costs: CostModel, draft: Draft) -> None:  # noqa: B027 - a lookup costs nothing to time
@@ -398,7 +398,7 @@ class ModelDrafter(Drafter):
 
     def draft(self, context, k, sampling, rng, p_min, joint=False) -> Draft:
         t0 = time.perf_counter()
-        trust = self.calibration.ratio if joint else 1.0
+        trust = self.calibration.joint_ratio if joint else 1.0
         draft = Draft(self.kind, k, source=self.source, joint_floor=joint, trust=trust)
         self.extend(draft, context, sampling, rng, p_min)
         draft.seconds = time.perf_counter() - t0
@@ -420,9 +420,9 @@ class ModelDrafter(Drafter):
     def step_s(self, costs: CostModel) -> float:
         return self.measured_step_s(costs) or costs.step_s
 
-    def confidence_floor(self, costs: CostModel, k: int, joint: bool = False) -> float:
+    def confidence_floor(self, costs: CostModel, k: int, joint: bool = False, rate: float | None = None) -> float:
         # A joint floor is compared with corrected confidences (Draft.trust): not corrected twice.
-        return confidence_floor(costs, k, self.measured_step_s(costs), None if joint else self.calibration)
+        return confidence_floor(costs, k, self.measured_step_s(costs), None if joint else self.calibration, rate)
 
     def observe_cost(self, costs: CostModel, draft: Draft) -> None:
         self.observe_step(costs, (draft.seconds - draft.catch_up_s) / max(draft.n_steps, 1))
@@ -534,11 +534,7 @@ def _take(draft: Draft, logits: np.ndarray, sampling: SamplingParams, rng, p_min
     else:
         p = distribution(logits, sampling)
         token, confidence = p.sample(rng), p.top_prob
-    if draft.joint_floor:
-        corrected = np.minimum(1.0, draft.trust * np.array([*draft.confidence, confidence]))
-        sure = float(np.prod(corrected))
-    else:
-        sure = confidence
+    sure = min(1.0, draft.trust * float(np.prod([*draft.confidence, confidence]))) if draft.joint_floor else confidence
     if sure < p_min and draft.tokens:
         return False
     draft.tokens.append(token)

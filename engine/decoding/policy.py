@@ -364,37 +364,61 @@ class ConfidenceCalibration:
     def __init__(self):
         self.confidence = 0.0
         self.accepted = 0.0
+        self.joint_predicted = 0.0  # tokens the drafts' joint confidences expected to be accepted
+        self.joint_accepted = 0.0
 
     @property
     def ratio(self) -> float:
         prior = 2.0  # pseudo-observations of a well-calibrated model
         return (self.accepted + prior) / (self.confidence + prior)
 
+    @property
+    def joint_ratio(self) -> float:
+        """Accepted tokens per token the products of the drafts' confidences predicted: a draft's
+        expected accepted run is the sum over its positions of the chance that all up to there are
+        accepted, so this corrects that chance itself (a model sure of every token of a run it gets
+        wrong early is overconfident in the product far more than token by token)."""
+        prior = 2.0
+        return (self.joint_accepted + prior) / (self.joint_predicted + prior)
+
     def observe(self, confidence: list[float], n_accepted: int) -> None:
         judged = confidence[: n_accepted + 1]
         self.confidence += sum(judged)
         self.accepted += n_accepted
+        self.joint_predicted += float(np.cumprod(confidence).sum()) if confidence else 0.0
+        self.joint_accepted += min(n_accepted, len(confidence))
 
     def decay(self, factor: float = MEMORY) -> None:
         self.confidence *= factor
         self.accepted *= factor
+        self.joint_predicted *= factor
+        self.joint_accepted *= factor
 
 
 def confidence_floor(
-    costs: CostModel, k: int, step_s: float | None, calibration: ConfidenceCalibration | None = None
+    costs: CostModel,
+    k: int,
+    step_s: float | None,
+    calibration: ConfidenceCalibration | None = None,
+    rate: float | None = None,
 ) -> float:
     """A model drafter's adaptive p_min: stop drafting when one more token is not worth its cost.
 
     One more draft token costs the drafter's step (step_s, as measured; None: not yet) plus the
-    extra verification width; it is worth a plain target step if accepted. Its draft probability,
-    corrected by how well that probability has predicted acceptance so far, stands in for the
-    acceptance chance.
+    extra verification width, and yields a token if accepted. The time is worth what the answer
+    gets from time at the rate it is going (rate, tokens/s: the round's expected rate, at least
+    plain decoding's): to maximise tokens per second, a token is worth drafting only while its
+    chance times 1 exceeds its time times that rate (Dinkelbach's rule for a ratio). Priced at plain
+    decoding's rate instead, a GPU's cheap draft steps would run on to 20 or 30 tokens of which the
+    tail is mostly rejected. Its draft probability, corrected by how well that probability has
+    predicted acceptance so far, stands in for the acceptance chance.
     """
     if step_s is None:
         return 0.5
     marginal = step_s + costs.verify_s(k + 2) - costs.verify_s(k + 1)
     ratio = calibration.ratio if calibration else 1.0
-    return float(np.clip(marginal / costs.step_s / max(ratio, 1e-3), 0.2, 0.95))
+    value_of_time = max(rate or 0.0, 1.0 / costs.step_s)
+    return float(np.clip(marginal * value_of_time / max(ratio, 1e-3), 0.2, 0.95))
 
 
 def draft_confidence_floor(costs: CostModel, k: int, calibration: ConfidenceCalibration | None = None) -> float:

@@ -401,7 +401,11 @@ class Speculator:
         joint = sampling.greedy and spec.draft_p_min is None
         if joint and chosen.stops_when_unsure and spec.draft_length is None:
             length = options[chosen.kind].k_max
-        p_min = spec.draft_p_min if spec.draft_p_min is not None else chosen.confidence_floor(self.costs, length, joint)
+        p_min = (
+            spec.draft_p_min
+            if spec.draft_p_min is not None
+            else chosen.confidence_floor(self.costs, length, joint, choice.expected_tps)
+        )
         try:
             draft = chosen.draft(committed, length, sampling, rng, p_min, joint)
         except ContextFullError:  # the draft's context is smaller than the target's: go on without it

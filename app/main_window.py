@@ -37,6 +37,7 @@ from app.bridge.worker import EngineHost
 from app.chat.chat_header import ChatHeader
 from app.chat.chat_view import ChatView
 from app.chat.composer import Composer
+from app.chat.documents_button import RemoteTarget
 from app.chat.sidebar import Sidebar
 from app.core.api_keys import ApiKeys
 from app.core.chat_settings import ChatSettings
@@ -50,6 +51,7 @@ from app.dialogs.documents_dialog import DocumentsDialog
 from app.dialogs.downloads import close_downloaders, open_downloader, open_library
 from app.dialogs.mcp_servers_dialog import McpServersDialog
 from app.dialogs.remote_engines_dialog import RemoteEnginesDialog
+from app.dialogs.remote_passages import RemotePassagesDialog
 from app.dialogs.server_panel import ServerPanel, ServerStatusLabel
 from app.dialogs.settings_dialog import SettingsDialog
 from app.dialogs.tool_approval_dialog import ToolApprovals
@@ -102,6 +104,7 @@ class MainWindow(QMainWindow):
         self.server_panel: ServerPanel | None = None
         self.documents = DocumentsService(parent=self)
         self.documents_dialog: DocumentsDialog | None = None
+        self.remote_passages_dialog: RemotePassagesDialog | None = None  # open while it asks (tests click it)
         self._shut = False
 
         self.setWindowTitle("Specula")
@@ -199,6 +202,7 @@ class MainWindow(QMainWindow):
         header.model_picker.add_remote_requested.connect(self.open_remote_engines)
         self.composer.documents_button.collections_chosen.connect(self.choose_collections)
         self.composer.documents_button.manage_documents.connect(self.open_documents)
+        self.composer.documents_button.remote_sending_chosen.connect(self.choose_remote_passages)
         self.documents.summaries_ready.connect(self._update_documents_button)
         self.composer.tools_button.servers_chosen.connect(self.choose_tool_servers)
         self.composer.tools_button.manage_servers.connect(self.open_mcp_servers)
@@ -248,9 +252,13 @@ class MainWindow(QMainWindow):
 
     def _remote_host(self) -> str:
         """The host of the remote engine answering the chat on screen ("" for this computer)."""
-        ref = parse_remote_ref(self.session.effective_settings().target.path)
-        engine = self.settings.remote_engine(ref[0]) if ref else None
+        engine = self._remote_engine()
         return engine.host if engine else ""
+
+    def _remote_engine(self):
+        """The remote engine (app.core.remote_engines.RemoteEngine) answering the chat on screen, or None."""
+        ref = parse_remote_ref(self.session.effective_settings().target.path)
+        return self.settings.remote_engine(ref[0]) if ref else None
 
     def _context_source(self) -> tuple:
         """What the context meter counts: the messages, the system prompt and the answer's token budget."""
@@ -386,7 +394,27 @@ class MainWindow(QMainWindow):
         self.session.set_chat_settings(chat)
 
     def _update_documents_button(self, *_args) -> None:
-        self.composer.documents_button.set_collections(self.documents.names(), self.session.chat_settings.collections)
+        chat, engine = self.session.chat_settings, self._remote_engine()
+        remote = RemoteTarget(engine.name, engine.host, engine.id in chat.documents_to) if engine else None
+        self.composer.documents_button.set_collections(self.documents.names(), chat.collections, remote)
+
+    def choose_remote_passages(self, send: bool) -> None:
+        """The Documents menu's "Send passages to <engine>": confirmed first (remote_passages_dialog)."""
+        if (engine := self._remote_engine()) is None:
+            return
+        if not send:
+            self._send_passages_to(engine.id, False)
+            return
+        dialog = RemotePassagesDialog(engine.name, engine.host, self.session.chat_settings.collections, self)
+        dialog.decided.connect(lambda allowed: self._send_passages_to(engine.id, allowed))
+        self.remote_passages_dialog = dialog
+        dialog.open()
+
+    def _send_passages_to(self, engine_id: str, allowed: bool) -> None:
+        self.remote_passages_dialog = None
+        chat = self.session.chat_settings
+        chat.documents_to = [e for e in chat.documents_to if e != engine_id] + ([engine_id] if allowed else [])
+        self.session.set_chat_settings(chat)  # the button follows, unticked again after a No
 
     def choose_tool_servers(self, names: list[str]) -> None:
         chat = self.session.chat_settings

@@ -31,6 +31,7 @@ class FakeEngineHost(QObject):
         self.jobs: list = []
         self.templates: list[str | None] = []
         self.starters = 0
+        self.groundings: list[tuple] = []
 
     def answer(
         self, messages, sampling, spec, purpose=RequestPurpose.ANSWER, remember=None, collections=(), tools=()
@@ -66,6 +67,10 @@ class FakeEngineHost(QObject):
 
     def forget_history(self, conversation_id: int | None) -> None:
         self.forgotten.append(conversation_id)
+
+    def ground_for_remote(self, messages, collections) -> int:
+        self.groundings.append((list(messages), tuple(collections)))
+        return 10_000 + len(self.groundings)  # never answered: the tests that need passages use the real engine
 
     def dispatch(self, job) -> None:
         self.jobs.append(job)

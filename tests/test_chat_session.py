@@ -102,7 +102,7 @@ def test_the_fake_host_satisfies_the_real_hosts_protocol(qtbot):
     finally:
         real.shutdown()
     methods = [name for name, value in vars(EngineHostApi).items() if callable(value) and not name.startswith("_")]
-    assert len(methods) == 8 and all(callable(getattr(FakeEngineHost, name, None)) for name in methods)
+    assert len(methods) == 9 and all(callable(getattr(FakeEngineHost, name, None)) for name in methods)
 
 
 def test_sending_in_a_new_chat_creates_it_and_streams_the_answer(rig):

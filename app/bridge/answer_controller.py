@@ -8,7 +8,10 @@ wires those to its widgets. Tests drive it with a fake EngineHost that emits the
 A chat whose target is a remote model ("remote:<engine id>/<model>", app.core.remote_engines) is
 answered by that engine's server through RemoteAnswers instead of the EngineHost: its signals have
 the worker's shapes and its request ids a range of their own, so both arrive at the same slots and
-the answer is recorded the same way. Nothing of it reaches the engine thread or the history index.
+the answer is recorded the same way. Nothing of it reaches the engine thread or the history index,
+except a search of the chat's documents when the user allowed their passages to be sent to that
+engine (ChatSettings.documents_to): the passages are found on the engine thread (its embedding
+model), and the answer is sent once they are (RemoteStart).
 """
 
 from __future__ import annotations
@@ -61,6 +64,15 @@ class CompareJob:
 Job = AnswerRecorder | CompareJob  # what runs on the engine; at most one at a time
 
 
+@dataclass(frozen=True)
+class RemoteStart:
+    """A remote answer waiting for its passages (searched on the engine thread): what to send then."""
+
+    server: RemoteServer  # the answer's from now on: closed if it never starts
+    model: str
+    sampling: SamplingParams
+
+
 class AnswerController(QObject):
     busy_changed = Signal(bool)
     answer_started = Signal(object)  # Message: the new answer, empty, streaming
@@ -101,6 +113,7 @@ class AnswerController(QObject):
         self.job: Job | None = None
         self.mcp = mcp
         self.turn: ToolTurn | None = None  # the active answer's tool loop, when its chat offers tools
+        self.remote_start: RemoteStart | None = None  # the active answer, while its passages are searched
         self.tool_timeout_s = TOOL_TIMEOUT_S
         self.shown_conversation: int | None = None  # the conversation on screen (set by the window)
         self._tick = QTimer(self)
@@ -113,6 +126,7 @@ class AnswerController(QObject):
         w.answer_failed.connect(self._on_failed)
         w.sources_found.connect(self._on_sources)
         w.documents_failed.connect(self._on_documents_failed)
+        w.grounded_for_remote.connect(self._on_grounded_for_remote)
         self.remote.token_received.connect(self._on_token)
         self.remote.answer_finished.connect(self._on_done)
         self.remote.answer_failed.connect(self._on_failed)
@@ -159,6 +173,7 @@ class AnswerController(QObject):
         collections: Sequence[str] = (),
         tool_servers: Sequence[str] = (),
         allowed_tools: Sequence[str] = (),
+        documents_to: Sequence[str] = (),
     ) -> Message | None:
         """Answer the conversation's messages with the settings' models; the new answer, or None.
 
@@ -167,6 +182,8 @@ class AnswerController(QObject):
         collections: the chat's document collections: its last message is grounded in their passages.
         tool_servers: the chat's MCP servers, whose tools the model may call (each call asked of the user
         first, unless its tool_key() is in allowed_tools); started first when they are not running.
+        documents_to: the remote engines (ids) the chat may send its documents' passages to; to any other,
+        a remote chat is asked without them.
         """
         if self.active is not None:
             return None
@@ -177,14 +194,15 @@ class AnswerController(QObject):
         sampling, spec = s.sampling(seed), s.spec()
         chat = chat_messages(history(messages), s.system_prompt)
         if (ref := parse_remote_ref(s.target.path or "")) is not None:
-            if collections:
-                self.status_message.emit(
-                    "This chat's documents are searched for this computer's models only: "
-                    "the remote engine is asked without them, and none of their text leaves this computer."
-                )
             if tool_servers:
                 self.status_message.emit("Tools are offered to this computer's models only: asked without them.")
-            return self._ask_remote(conversation_id, chat, s, sampling, spec, ref, variant_of)
+            if collections and ref[0] not in documents_to:
+                self.status_message.emit(
+                    "Asked without this chat's documents: their passages go to a remote engine only when you "
+                    "allow it (Documents menu → Send passages to …); none of their text left this computer."
+                )
+            collections = tuple(collections) if ref[0] in documents_to else ()
+            return self._ask_remote(conversation_id, chat, s, sampling, spec, ref, variant_of, collections)
         params = answer_params(sampling, spec, s.system_prompt, *self.models.model_names(s))
         message = self._new_answer(conversation_id, params, variant_of)
         if message is None:
@@ -233,8 +251,10 @@ class AnswerController(QObject):
         spec: SpecParams,
         ref: tuple[str, str],
         variant_of: int | None,
+        collections: tuple[str, ...] = (),
     ) -> Message | None:
-        """ask() for a remote model: the engine's server streams it; it is never remembered."""
+        """ask() for a remote model: the engine's server streams it; it is never remembered.
+        collections: search them and send the passages found with the question (the user allowed it)."""
         engine_id, model = ref
         engine = s.remote_engine(engine_id)
         if engine is None:
@@ -256,7 +276,12 @@ class AnswerController(QObject):
         if message is None:
             server.close()
             return None
-        request_id = self.remote.answer(server, model, chat, sampling)
+        if collections and chat and chat[-1].role == "user":
+            request_id = self.host.ground_for_remote(chat, collections)  # then _on_grounded_for_remote
+            self.remote_start = RemoteStart(server, model, sampling)
+            self.status_message.emit(f"Searching your documents: the passages found go to {engine.host} with it.")
+        else:
+            request_id = self.remote.answer(server, model, chat, sampling)
         rec = AnswerRecorder(self.store, message, request_id, on_write_error=self.notice.emit)
         rec.stats.backend = f"remote · {engine.host}"
         rec.stats.remote = {"host": engine.host}  # the server's figures arrive with the end
@@ -297,6 +322,10 @@ class AnswerController(QObject):
 
     def stop(self) -> None:
         """Stop what runs (within one decode step, a tool call at once); its end arrives as usual."""
+        if self.remote_start is not None and (rec := self.active) is not None:  # nothing was sent yet
+            self._drop_remote_start()
+            self._answer_ended(rec.finish(DoneEvent(FinishReason.CANCELLED, rec.live_stats(), "", None)))
+            return
         if (turn := self.turn) is not None and turn.waiting != Waiting.MODEL:
             if turn.waiting == Waiting.TOOL and turn.call_key is not None:
                 self.mcp.cancel(turn.call_key)  # its outcome ends the turn
@@ -325,6 +354,7 @@ class AnswerController(QObject):
         """The app is closing (the engine thread has ended): keep what was shown, marked stopped.
         A remote answer's stream is closed and its thread waited for, remote_wait_s at most."""
         self._tick.stop()
+        self._drop_remote_start()
         self.remote.shutdown(remote_wait_s)
         if (turn := self.turn) is not None and self.active is not None:
             turn.end_unrun(ToolStatus.CANCELLED, "the app closed")
@@ -376,6 +406,20 @@ class AnswerController(QObject):
         """Said for the answer it concerns, or (id 0) for none in particular, e.g. while counting the context."""
         if request_id == 0 or isinstance(self._job(request_id), AnswerRecorder):
             self.notice.emit(why)
+
+    @Slot(int, object)
+    def _on_grounded_for_remote(self, request_id: int, messages: list[ChatMessage]) -> None:
+        """The passages for a remote answer were found (sources_found came first): send it now."""
+        rec, start = self._job(request_id), self.remote_start
+        if not isinstance(rec, AnswerRecorder) or start is None:
+            return  # stopped meanwhile: its server was closed then
+        self.remote_start = None
+        rec.request_id = self.remote.answer(start.server, start.model, messages, start.sampling)
+
+    def _drop_remote_start(self) -> None:
+        if (start := self.remote_start) is not None:
+            self.remote_start = None
+            start.server.close()
 
     @Slot(int, object)
     def _on_round(self, request_id: int, event: RoundEvent) -> None:

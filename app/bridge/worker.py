@@ -57,6 +57,10 @@ log = logging.getLogger(__name__)
 # work ends within a tensor, a chunk or a decode step (well under a second); this bounds the rest.
 SHUTDOWN_WAIT_S = 5.0
 
+# The passages sent to a remote engine, in characters (about 2,000 tokens): its model's tokenizer and
+# context are not known here, and every model served for chat has room for that beside a question.
+REMOTE_PASSAGE_CHARS = 8_000
+
 # Every engine thread ever started, so tests (and shutdown) can check none is left running.
 _threads: weakref.WeakSet[QThread] = weakref.WeakSet()
 
@@ -149,6 +153,9 @@ class EngineWorker(QObject):
     sources_found = Signal(int, object)  # request id, [Hit]: the passages its last message was given, first
     # request id, why its collections could not be searched (it is answered without them)
     documents_failed = Signal(int, str)
+    # request id, the messages with the last one grounded (unchanged when nothing could be searched):
+    # the passages for a remote engine's answer (EngineHost.ground_for_remote), after sources_found
+    grounded_for_remote = Signal(int, object)
 
     def __init__(self, history_dir: Path | None = None, memory_file: Path | None = None):
         """history_dir: the user's history indexes (engine.paths.history_dir()); None: no history at all.
@@ -250,24 +257,45 @@ class EngineWorker(QObject):
         """The request's messages with the last one grounded in the best passages of its collections that fit
         the context (sources_found says which), and the grounding (what to draft from: the passages found
         and the collections' whole text); unchanged and None, with documents_failed, if they cannot be searched."""
+        fits = self._fits_context(request.messages, request.sampling.max_tokens)
+        return self._search(request.id, request.messages, request.collections, fits)
+
+    def ground_for_remote(self, request_id: int, messages: list[ChatMessage], collections: tuple[str, ...]) -> None:
+        """Find the passages for a remote engine's answer (the user allowed it for the chat), as many as
+        REMOTE_PASSAGE_CHARS hold: this computer has not the remote model's tokenizer or context to count
+        with. grounded_for_remote carries the messages to send (the question alone if nothing could be searched)."""
+        if self.closing.is_set():
+            return
+        budget = len(messages[-1].content) + REMOTE_PASSAGE_CHARS
+        grounded, _ = self._search(request_id, messages, collections, lambda text: len(text) <= budget)
+        self.grounded_for_remote.emit(request_id, grounded)
+
+    def _search(self, request_id: int, messages: list[ChatMessage], collections: tuple[str, ...], fits):
+        """_ground, with sources_found or documents_failed said for request_id."""
         try:
-            messages, grounded = self._ground(request.messages, request.collections, request.sampling.max_tokens)
+            grounded_messages, grounded = self._ground(messages, collections, fits)
         except (LibraryError, OSError, sqlite3.Error) as e:
             log.warning("documents not searched: %s", e)
-            self.documents_failed.emit(request.id, f"Your documents were not searched: {e}")
-            return request.messages, None
-        self.sources_found.emit(request.id, grounded.sources)
-        return messages, grounded
+            self.documents_failed.emit(request_id, f"Your documents were not searched: {e}")
+            return messages, None
+        self.sources_found.emit(request_id, grounded.sources)
+        return grounded_messages, grounded
 
-    def _ground(self, messages: list[ChatMessage], collections: tuple[str, ...], max_tokens: int):
-        """(messages with the last one grounded, grounding.Grounded); LibraryError and the like when the
-        collections cannot be searched (a notice says so if the embedding model cannot be loaded)."""
+    def _fits_context(self, messages: list[ChatMessage], max_tokens: int):
+        """Whether a text as the last message fits the loaded model's context, room for the answer kept."""
         *before, last = messages
 
         def fits(text: str) -> bool:
             tokens = self.engine.prompt_tokens([*before, ChatMessage(last.role, text)])
             return len(tokens) + self.engine.answer_room(max_tokens) <= self.engine.info.n_ctx
 
+        return fits
+
+    def _ground(self, messages: list[ChatMessage], collections: tuple[str, ...], fits):
+        """(messages with the last one grounded in the passages that fit, grounding.Grounded); LibraryError
+        and the like when the collections cannot be searched (a notice says so if the embedding model
+        cannot be loaded)."""
+        *before, last = messages
         if self.library is None:
             self.library = Library(default_documents_dir())
         names = [c.name for c in self.library.collections()]
@@ -309,7 +337,8 @@ class EngineWorker(QObject):
             messages, n_documents = request.messages, 0
             if request.collections and messages and messages[-1].role == "user":
                 try:
-                    grounded, _ = self._ground(messages, request.collections, request.max_tokens)
+                    fits = self._fits_context(messages, request.max_tokens)
+                    grounded, _ = self._ground(messages, request.collections, fits)
                     n_documents = len(engine.prompt_tokens(grounded)) - len(engine.prompt_tokens(messages))
                     messages = grounded
                 except (LibraryError, OSError, sqlite3.Error):
@@ -503,6 +532,14 @@ class EngineHost(QObject):
         """Remove a conversation's tokens from the history indexes (None: erase them all), on the engine
         thread after what was asked before; worker.history_forgotten says when it is done."""
         self.forget_history_requested.emit(conversation_id)
+
+    def ground_for_remote(self, messages: list[ChatMessage], collections: tuple[str, ...]) -> int:
+        """Search the collections for a remote engine's answer, on the engine thread after what was asked
+        before; its id at once. worker.sources_found and then worker.grounded_for_remote come with it."""
+        request_id = next(self._ids)
+        messages = list(messages)
+        self.dispatch(lambda: self.worker.ground_for_remote(request_id, messages, tuple(collections)))
+        return request_id
 
     def dispatch(self, job) -> None:
         """Run job() on the engine thread, after what was asked before (a FairQueue's dispatch)."""

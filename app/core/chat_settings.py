@@ -39,6 +39,9 @@ class ChatSettings:
     collections: list[str] = field(default_factory=list)  # document collections its answers draw on (engine.documents)
     mcp_servers: list[str] = field(default_factory=list)  # MCP servers (mcp.json names) whose tools it offers
     allowed_tools: list[str] = field(default_factory=list)  # "server/tool" it may call without asking (tool_key)
+    # Remote engines (their ids) the user allowed this chat to send its documents' passages to: none by
+    # default, so a chat answered remotely is asked without them unless the user said otherwise.
+    documents_to: list[str] = field(default_factory=list)
 
     @property
     def is_default(self) -> bool:
@@ -83,6 +86,8 @@ class ChatSettings:
             lines.append("Tools from: " + ", ".join(self.mcp_servers))
         if self.allowed_tools:
             lines.append("Always allowed: " + ", ".join(self.allowed_tools))
+        if self.documents_to:
+            lines.append("Passages from the documents sent to its remote engine")
         return lines
 
     # -- persistence --------------------------------------------------------------------------
@@ -103,6 +108,8 @@ class ChatSettings:
             data["mcp_servers"] = list(self.mcp_servers)
         if self.allowed_tools:
             data["allowed_tools"] = list(self.allowed_tools)
+        if self.documents_to:
+            data["documents_to"] = list(self.documents_to)
         return data
 
     @classmethod
@@ -127,6 +134,7 @@ class ChatSettings:
             chat.collections = list(dict.fromkeys(c for c in collections if isinstance(c, str) and c))
         chat.mcp_servers = _names(data.get("mcp_servers"))
         chat.allowed_tools = _names(data.get("allowed_tools"))
+        chat.documents_to = _names(data.get("documents_to"))
         return chat
 
 

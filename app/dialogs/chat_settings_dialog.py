@@ -233,6 +233,7 @@ class ChatSettingsDialog(QDialog):
         # Chosen under the input box, not here: kept as they were (the allowed tools as reviewed).
         result.collections, result.mcp_servers = list(self.chat.collections), list(self.chat.mcp_servers)
         result.allowed_tools = list(self.allowed)
+        result.documents_to = list(self.chat.documents_to)
         if choice != APP_PROMPT:
             result.system_prompt = self.prompt_edit.toPlainText()
             result.preset = choice if choice in self.presets else ""

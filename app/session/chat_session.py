@@ -394,6 +394,7 @@ class ChatSession(QObject):
             collections=self.chat_settings.collections,
             tool_servers=self.chat_settings.mcp_servers,
             allowed_tools=self.chat_settings.allowed_tools,
+            documents_to=self.chat_settings.documents_to,
         )
         if answer is None and replacing is not None:
             self.show_variant(replacing, replacing)

@@ -249,6 +249,7 @@ def test_import_from_a_claude_desktop_file(qtbot, mcp_file, memory_keyring, tmp_
                     "github": {"command": "docker", "args": ["run", "gh"], "env": {"GITHUB_TOKEN": "ghp_123"}},
                     "remote": {"url": "https://mcp.example.com/mcp", "allowNetwork": True},
                     "old": {"type": "sse", "url": "https://old.example.com/sse"},
+                    "typo": {"type": "websocket", "url": "wss://old.example.com/ws"},
                 },
                 "globalShortcut": "Ctrl+Space",
             }
@@ -273,14 +274,18 @@ def test_import_from_a_claude_desktop_file(qtbot, mcp_file, memory_keyring, tmp_
     dialog.import_button.click()
     assert seen[0].startswith("files | program · npx -y server-filesystem /docs")
     assert seen[2].startswith("remote | HTTP · https://mcp.example.com/mcp (network stays off")
-    assert seen[3].startswith('old | cannot be imported: its type is "sse"')
+    assert seen[3].startswith("old | HTTP (SSE) · https://old.example.com/sse (network stays off")
+    assert seen[4].startswith("typo | cannot be imported: its type 'websocket' does not match its url")
     note = dialog.import_note.toPlainText()
-    assert note == "Added from Claude Desktop: files (Claude Desktop), github, remote (files: the name was taken here)."
+    assert note == (
+        "Added from Claude Desktop: files (Claude Desktop), github, remote, old (files: the name was taken here)."
+    )
     assert dialog.form.name_edit.text() == "files (Claude Desktop)"  # the first one added is shown
     shoot(dialog, tmp_path, "mcp_imported.png")
     dialog.accept()
     servers = file_servers(mcp_file)
-    assert list(servers) == ["files", "files (Claude Desktop)", "github", "remote"]
+    assert list(servers) == ["files", "files (Claude Desktop)", "github", "remote", "old"]
+    assert servers["old"] == {"type": "sse", "url": "https://old.example.com/sse", "allowNetwork": False}
     assert servers["github"]["env"] == {"GITHUB_TOKEN": secret_ref("mcp/github/env/GITHUB_TOKEN")}
     assert servers["remote"]["allowNetwork"] is False
     assert memory_keyring.passwords == {("Specula", "mcp/github/env/GITHUB_TOKEN"): "ghp_123"}

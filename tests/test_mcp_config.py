@@ -11,6 +11,7 @@ from engine.mcp.config import (
     load_config,
     move_secrets_out,
     parse_config,
+    parse_server,
     resolve_secrets,
     save_config,
     secret_ref,
@@ -50,7 +51,8 @@ def test_a_valid_file_gives_its_servers_in_order():
         ({"command": "x", "env": ["A=1"]}, "env must be an object whose values are strings"),
         ({"url": "ftp://a/mcp"}, "url must be an http:// or https:// address"),
         ({"url": "http://a/mcp", "headers": {"X": None}}, "headers must be an object"),
-        ({"url": "http://a/mcp", "type": "sse"}, "not the older SSE transport"),
+        ({"command": "x", "type": "sse"}, "its type 'sse' does not match its command"),
+        ({"url": "http://a/mcp", "type": "websocket"}, "its type 'websocket' does not match its url"),
         ({"url": "http://a/mcp", "allowNetwork": "yes"}, "allowNetwork must be true or false"),
         ({"command": "x", "headers": {}}, "headers belong to a url"),
         ("npx server", "must be an object"),
@@ -75,6 +77,23 @@ def test_a_file_that_cannot_be_read_says_why(text, words):
     config = parse_config(text)
     assert words in config.error
     assert config.servers == {}
+
+
+@pytest.mark.parametrize(
+    "entry, sse",
+    [
+        ({"url": "http://a/mcp"}, False),
+        ({"url": "http://a:8000/sse"}, True),  # where the SDKs serve SSE: as Cursor's entries have it
+        ({"url": "http://a/sse/"}, True),
+        ({"url": "http://a/v1/sse?key=1"}, True),
+        ({"url": "http://a/sse", "type": "http"}, False),  # the type says otherwise: it wins
+        ({"url": "http://a/events", "type": "sse"}, True),
+        ({"url": "http://a/classes"}, False),
+        ({"command": "sse"}, False),
+    ],
+)
+def test_which_http_servers_speak_the_older_sse_transport(entry, sse):
+    assert parse_server("s", entry).is_sse is sse
 
 
 def test_no_file_is_no_servers(tmp_path):

@@ -3,6 +3,7 @@
 Timeouts here only bound hangs: they are generous, and no test asserts how long anything took.
 """
 
+import contextlib
 import http.server
 import os
 import re
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.mcp.config import ServerConfig, secret_ref
+from engine.mcp.config import ServerConfig, parse_server, secret_ref
 from engine.mcp.errors import McpCancelled, McpConfigError, McpError, McpServerError, McpTimeoutError, McpToolError
 from engine.mcp.host import McpHost
 from engine.mcp.results import ServerState
@@ -122,19 +123,28 @@ def test_a_stdio_server_lists_its_tools_and_answers_calls(host, workspace):
         host.call("ws", "list_files", {})
 
 
-def test_a_streamable_http_server_on_loopback(host, workspace):
+@contextlib.contextmanager
+def workspace_over_http(workspace: Path, *flags: str):
+    """The workspace server in a child process on a free loopback port: yields the address it printed
+    (http://127.0.0.1:PORT/mcp, or /sse with --sse); terminated after."""
     child = subprocess.Popen(
-        [sys.executable, "-m", "engine.mcp.workspace_server", str(workspace), "--http", "0"],
+        [sys.executable, "-m", "engine.mcp.workspace_server", str(workspace), "--http", "0", *flags],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         line = child.stdout.readline()
-        found = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line)
+        found = re.search(r"(http://127\.0\.0\.1:\d+/(mcp|sse))", line)
         assert found, f"no address in {line!r}"
-        url = found.group(1)
+        yield found.group(1)
+    finally:
+        child.terminate()
+        child.wait(WAIT_S)
 
+
+def test_a_streamable_http_server_on_loopback(host, workspace):
+    with workspace_over_http(workspace) as url:
         with pytest.raises(McpConfigError, match="not allowed on the network"):
             host.start(ServerConfig("web", url=url))
         host.start(ServerConfig("web", url=url, allow_network=True, headers={"X-Note": "sent"}), timeout=WAIT_S)
@@ -144,11 +154,32 @@ def test_a_streamable_http_server_on_loopback(host, workspace):
             host.start(
                 ServerConfig("web404", url=url.replace("/mcp", "/nothing-here"), allow_network=True), timeout=WAIT_S
             )
-    finally:
-        child.terminate()
-        child.wait(WAIT_S)
     with pytest.raises(McpServerError, match="web"):  # the server is gone: said, not hung
         host.call("web", "list_files", {}, timeout=WAIT_S)
+
+
+def test_an_sse_server_on_loopback(host, workspace):
+    """The older SSE transport (MCP 2024-11-05), which many servers still speak: chosen by "type": "sse",
+    or by a url ending in /sse, as Cursor's and Claude Desktop's entries have it."""
+    with workspace_over_http(workspace, "--sse") as url:
+        base = url.removesuffix("/sse")
+        assert url.endswith("/sse") and parse_server("by-path", {"url": url}).is_sse
+        host.start(parse_server("by-path", {"url": url, "allowNetwork": True}), timeout=WAIT_S)
+        check_workspace_tools(host, "by-path", workspace)
+        typed = parse_server("typed", {"type": "sse", "url": f"{base}/sse/", "allowNetwork": True})
+        assert typed.is_sse and len(host.start(typed, timeout=WAIT_S)) == 5
+        assert "SyntaxError" in host.call("typed", "run_check", {"path": "pkg/calc.py"}).text  # as the first left it
+
+        # Streamable HTTP where SSE is served: refused by the server, and said so.
+        streamable = parse_server("streamable", {"type": "http", "url": url, "allowNetwork": True})
+        assert not streamable.is_sse
+        with pytest.raises(McpServerError, match="streamable did not start: the server answered HTTP 405") as e:
+            host.start(streamable, timeout=WAIT_S)
+        assert 'give it "type": "sse"' in e.value.user_message()
+        with pytest.raises(McpServerError, match="gone did not start: the server answered HTTP 404 Not Found"):
+            host.start(parse_server("gone", {"url": f"{base}/nothing/sse", "allowNetwork": True}), timeout=WAIT_S)
+    with pytest.raises(McpServerError, match="by-path"):  # the server is gone: said, not hung
+        host.call("by-path", "list_files", {}, timeout=WAIT_S)
 
 
 def test_nothing_listening_at_the_url(host):

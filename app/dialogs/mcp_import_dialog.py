@@ -14,7 +14,8 @@ from engine.mcp import ImportSource, McpConfig, ServerConfig
 
 def _what(server: ServerConfig) -> str:
     if server.is_http:
-        return f"HTTP · {server.url} (network stays off until you allow it)"
+        kind = "HTTP (SSE)" if server.is_sse else "HTTP"
+        return f"{kind} · {server.url} (network stays off until you allow it)"
     return "program · " + " ".join([server.command, *server.args])
 
 

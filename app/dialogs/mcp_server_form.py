@@ -1,5 +1,5 @@
 """The form for one MCP server: a program run on this computer (command, arguments, folder, environment)
-or a streamable HTTP server (address, headers, and whether it may use the network).
+or an HTTP server, streamable or SSE (address, headers, and whether it may use the network).
 
 It edits an entry in the mcpServers notation (a dict, as mcp.json holds it); engine.mcp.parse_server
 judges it. The arguments are one field, split as a shell would (shlex) and shown back the same way;
@@ -114,7 +114,10 @@ class ServerForm(QWidget):
 
         self.url_edit = QLineEdit()
         self.url_edit.setPlaceholderText("https://mcp.example.com/mcp")
-        self.url_edit.setToolTip("The server's streamable HTTP endpoint")
+        self.url_edit.setToolTip(
+            "The server's endpoint: streamable HTTP (often …/mcp), or the older SSE transport (an address ending "
+            'in /sse, or "type": "sse" in mcp.json)'
+        )
         form.addRow("Address", self.url_edit)
         self.header_rows = KeyValueRows("Add header", "Authorization", "Bearer …")
         self.header_rows.setToolTip("HTTP headers sent with every request (an Authorization token, an API key)")

@@ -1,4 +1,4 @@
-"""MCP: the user's MCP servers (stdio programs and streamable HTTP servers), their tools, and calls to them.
+"""MCP: the user's MCP servers (stdio programs, streamable HTTP and SSE servers), their tools, and calls to them.
 
 Qt-free, like the rest of the engine, and on the official SDK (`mcp`). The public shape:
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from engine.json_file import write_json
 from engine.mcp.errors import McpConfigError
@@ -31,9 +32,11 @@ from engine.paths import mcp_config_file
 SERVERS_KEY = "mcpServers"
 NETWORK_KEY = "allowNetwork"
 _KNOWN_KEYS = {"command", "args", "env", "cwd", "url", "headers", NETWORK_KEY}
-# "type" as Cursor and VS Code write it; streamable HTTP is the only HTTP transport Specula speaks.
+# "type" as Cursor and VS Code write it. An HTTP server speaks streamable HTTP, or the older SSE transport
+# (MCP 2024-11-05, deprecated but still served by many): "type": "sse", or a url ending in /sse.
 _STDIO_TYPES = {"stdio"}
 _HTTP_TYPES = {"http", "streamable-http", "streamableHttp", "streamable_http"}
+_SSE_TYPE = "sse"
 _SECRET = re.compile(r"^\$\{keyring:([^}]+)\}$")
 
 
@@ -50,7 +53,7 @@ def secret_id_of(value: str) -> str | None:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """One server: a command to run (stdio) or a url (streamable HTTP). env and headers may hold
+    """One server: a command to run (stdio) or a url (streamable HTTP or SSE). env and headers may hold
     "${keyring:ID}" references in place of values. extra: the entry's other keys, kept when written."""
 
     name: str
@@ -66,6 +69,15 @@ class ServerConfig:
     @property
     def is_http(self) -> bool:
         return bool(self.url)
+
+    @property
+    def is_sse(self) -> bool:
+        """An HTTP server of the older SSE transport: its "type" says "sse", or it has none and its url's
+        path ends in /sse (where the SDKs serve it; streamable HTTP is at /mcp)."""
+        kind = self.extra.get("type")
+        if not self.url or (kind is not None and kind != _SSE_TYPE):
+            return False
+        return kind == _SSE_TYPE or urlsplit(self.url).path.rstrip("/").endswith("/sse")
 
     def secret_ids(self) -> list[str]:
         """The keyring IDs this server's env and headers refer to (what the app must look up to start it)."""
@@ -138,11 +150,8 @@ def parse_server(name: str, entry: Any) -> ServerConfig:
     if not has_command and not has_url:
         raise ValueError("it has neither a command (a program to run) nor a url (an HTTP server)")
     kind = entry.get("type")
-    if kind is not None:
-        if kind == "sse":
-            raise ValueError('its type is "sse": Specula speaks streamable HTTP, not the older SSE transport')
-        if kind not in (_STDIO_TYPES if has_command else _HTTP_TYPES):
-            raise ValueError(f"its type {kind!r} does not match its {'command' if has_command else 'url'}")
+    if kind is not None and kind not in (_STDIO_TYPES if has_command else {*_HTTP_TYPES, _SSE_TYPE}):
+        raise ValueError(f"its type {kind!r} does not match its {'command' if has_command else 'url'}")
     network = entry.get(NETWORK_KEY, False)
     if not isinstance(network, bool):
         raise ValueError(f"{NETWORK_KEY} must be true or false")

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import httpx2
 from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -252,9 +253,15 @@ class Connection:
         elif self._http_error:
             what = "did not start" if starting else "stopped"
             refused = self._http_error.startswith(("HTTP 401", "HTTP 403"))
+            # A server of the older SSE transport refuses streamable HTTP's POST.
+            older = self._http_error.startswith("HTTP 405") and not self.server.is_sse
             result = McpServerError(
                 f"{self.name} {what}: the server answered {self._http_error}",
-                "Check the token or key in the server's headers." if refused else "",
+                "Check the token or key in the server's headers."
+                if refused
+                else 'It may speak the older SSE transport: give it "type": "sse", or its /sse address.'
+                if older
+                else "",
             )
         else:
             what = "did not start" if starting else "stopped"
@@ -283,11 +290,15 @@ class Connection:
         if self.server.is_http:
             if not self.server.allow_network:
                 raise McpServerError(f"{self.name}: not allowed on the network", "Allow it in the server's settings.")
-            http = create_mcp_http_client(headers=dict(self.server.headers) or None)
-            # The SDK turns an HTTP error into "Server returned an error response": its status is kept here
-            # to say which (401 and 403 mean the headers' token, 404 the address).
-            http.event_hooks["response"].append(self._note_http_status)
-            async with http, streamable_http_client(self.server.url, http_client=http) as streams:
+            headers = dict(self.server.headers) or None
+            if self.server.is_sse:  # the SSE transport makes its own clients, with the same hook
+                async with sse_client(self.server.url, headers, httpx_client_factory=self._http_client) as streams:
+                    yield streams
+                return
+            async with (
+                self._http_client(headers) as http,
+                streamable_http_client(self.server.url, http_client=http) as streams,
+            ):
                 yield streams
             return
         self._stderr = StderrTail(self.name)
@@ -304,6 +315,13 @@ class Connection:
                 yield streams
         finally:
             errlog.close()
+
+    def _http_client(self, headers: dict[str, str] | None = None, timeout=None, auth=None) -> httpx2.AsyncClient:
+        """The SDK's client, noting HTTP errors: the SDK turns one into "Server returned an error response",
+        and its status says which (401 and 403 mean the headers' token, 404 the address)."""
+        http = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+        http.event_hooks["response"].append(self._note_http_status)
+        return http
 
     async def _note_http_status(self, response: httpx2.Response) -> None:
         if response.status_code >= 400:

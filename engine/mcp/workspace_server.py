@@ -1,6 +1,7 @@
 """A real MCP server over one folder, written with the SDK: what Specula's tests and its agent benchmark
 call, and a server a user can try (`python -m engine.mcp.workspace_server ROOT`, over stdio; add
-`--http PORT` for streamable HTTP on 127.0.0.1, 0 for a free port; the address is printed once it listens).
+`--http PORT` for streamable HTTP on 127.0.0.1, 0 for a free port, and `--sse` for the older SSE transport;
+the address is printed once it listens).
 
 Tools: read_file, list_files, search, edit_file, run_check. Every path is relative to ROOT and must stay
 inside it: `..`, absolute paths and symlinks that lead out are refused. run_check runs one fixed check
@@ -164,8 +165,9 @@ def build_server(root: Path) -> MCPServer:
     return server
 
 
-def serve_http(server: MCPServer, port: int) -> None:
-    """Streamable HTTP on 127.0.0.1:port (0: a free one), printing the address once it listens."""
+def serve_http(server: MCPServer, port: int, sse: bool = False) -> None:
+    """Streamable HTTP on 127.0.0.1:port (0: a free one), printing the address once it listens;
+    sse: the older SSE transport instead (at /sse)."""
     import anyio
     import uvicorn
 
@@ -173,9 +175,10 @@ def serve_http(server: MCPServer, port: int) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen(64)
-    app = server.streamable_http_app()
+    app = server.sse_app() if sse else server.streamable_http_app()
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    print(f"serving the workspace at http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
+    path = "/sse" if sse else "/mcp"
+    print(f"serving the workspace at http://127.0.0.1:{sock.getsockname()[1]}{path}", flush=True)
     anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
 
 
@@ -185,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT (0: any free port)"
     )
+    parser.add_argument("--sse", action="store_true", help="with --http: the older SSE transport, at /sse")
     args = parser.parse_args(argv)
     try:
         server = build_server(args.root)
@@ -193,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.http is None:
         server.run("stdio")
     else:
-        serve_http(server, args.http)
+        serve_http(server, args.http, sse=args.sse)
     return 0
 
 

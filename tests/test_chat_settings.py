@@ -22,9 +22,10 @@ def test_stored_choices_are_read_forgivingly_and_applied_over_the_app_settings(t
             "draft": 7,  # not a path: no draft
             "sampling": {"temperature": 9.5, "top_k": 2.5, "seed": -1, "max_tokens": True, "colour": 1},
             "unknown": "ignored",
+            "documents_to": ["e1", 3, "", "e1"],  # remote engines its passages may go to: names only, once
         }
     )
-    assert chat.system_prompt == "Be brief." and chat.draft == ""
+    assert chat.system_prompt == "Be brief." and chat.draft == "" and chat.documents_to == ["e1"]
     assert chat.sampling == {"temperature": 2.0, "seed": -1}  # clamped; a fraction, a bool and a stranger dropped
     app = Settings(system_prompt="App prompt", temperature=0.7, target=ModelSettings("/a.gguf"))
     applied = chat.applied_to(app)

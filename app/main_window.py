@@ -33,7 +33,7 @@ from app.bridge.local_server import LocalServerController
 from app.bridge.mcp_service import McpService
 from app.bridge.model_controller import EngineState, ModelController
 from app.bridge.remote_catalog import RemoteCatalog
-from app.bridge.worker import EngineHost
+from app.bridge.worker import REMOTE_PASSAGE_CHARS, EngineHost
 from app.chat.chat_header import ChatHeader
 from app.chat.chat_view import ChatView
 from app.chat.composer import Composer
@@ -405,7 +405,8 @@ class MainWindow(QMainWindow):
         if not send:
             self._send_passages_to(engine.id, False)
             return
-        dialog = RemotePassagesDialog(engine.name, engine.host, self.session.chat_settings.collections, self)
+        collections = self.session.chat_settings.collections
+        dialog = RemotePassagesDialog(engine.name, engine.host, collections, REMOTE_PASSAGE_CHARS, self)
         dialog.decided.connect(lambda allowed: self._send_passages_to(engine.id, allowed))
         self.remote_passages_dialog = dialog
         dialog.open()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 
+from app.bridge.worker import REMOTE_PASSAGE_CHARS
 from app.core.chat_settings import ChatSettings
 from engine import FinishReason
 from tests import test_app_remote_faults, test_remote_scripted
@@ -70,6 +71,7 @@ def test_passages_go_to_a_remote_engine_only_once_the_user_allows_it(
     send_action(window).trigger()
     dialog = window.remote_passages_dialog
     assert dialog is not None and "Test box" in dialog.text() and "Licences" in dialog.informativeText()
+    assert f"up to about {REMOTE_PASSAGE_CHARS:,} characters" in dialog.informativeText()
     dialog.keep_button.click()
     qtbot.waitUntil(lambda: window.remote_passages_dialog is None, timeout=5_000)
     assert window.session.chat_settings.documents_to == [] and not send_action(window).isChecked()
@@ -83,7 +85,7 @@ def test_passages_go_to_a_remote_engine_only_once_the_user_allows_it(
     answer = ask(qtbot, window, QUESTION)
     question = sent_chats(scripted)[-1]["messages"][-1]["content"]
     assert PASSAGE in question and "[1]" in question and question.rstrip().endswith(QUESTION)
-    assert len(question) <= len(QUESTION) + 8_000 + 1_000  # the passages' budget, and their markers
+    assert len(question) <= len(QUESTION) + REMOTE_PASSAGE_CHARS  # the passages' budget, markers and all
     assert answer.finish_reason == FinishReason.STOP and answer.content == "It is kept in the NOTICE file [1]."
     assert answer.sources and PASSAGE in " ".join(s.text for s in answer.sources)
     panel = window.chat_view.message_widget(answer.id).sources_panel

@@ -15,7 +15,10 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 class RemotePassagesDialog(QMessageBox):
     decided = Signal(bool)  # True: the user allowed the passages to go to the engine
 
-    def __init__(self, engine_name: str, host: str, collections: list[str], parent: QWidget | None = None):
+    def __init__(
+        self, engine_name: str, host: str, collections: list[str], budget_chars: int, parent: QWidget | None = None
+    ):
+        """budget_chars: how much of the passages found goes with each question, at most."""
         super().__init__(parent)
         self.setIcon(QMessageBox.Icon.Question)
         self.setWindowTitle("Send passages to a remote engine?")
@@ -24,7 +27,7 @@ class RemotePassagesDialog(QMessageBox):
         self.setText(f"Send passages from your documents to {where}?")
         self.setInformativeText(
             f"This chat is answered by {where}. From now on, the passages found in {which} for each "
-            "question of this chat (up to about 8,000 characters) go to that server with the question, "
+            f"question of this chat (up to about {budget_chars:,} characters) go to that server with the question, "
             "and it sees them as you would. Your files and the rest of their text stay on this computer. "
             "Untick “Send passages to …” in the Documents menu to stop."
         )

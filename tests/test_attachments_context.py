@@ -170,6 +170,30 @@ def test_the_meter_says_when_no_model_is_loaded(qtbot, make_window, isolated_hom
     assert count.n_ctx == 0 and window.composer.meter.label.text() == "No model loaded"
 
 
+def test_the_meter_says_counting_from_a_load_until_its_count_comes(qtbot):
+    """A question sent as soon as the model loads keeps the engine busy: the meter must not go on
+    saying that no model is loaded while the count waits for the answer to end."""
+    from app.bridge.context_counter import ContextCounter
+    from app.bridge.worker import TokenCount
+    from app.chat.context_meter import ContextMeter
+    from tests.fake_host import FakeEngineHost
+
+    host, meter, remote = FakeEngineHost(), ContextMeter(), [""]
+    qtbot.addWidget(meter)
+    counter = ContextCounter(host, meter, lambda: ([], "", 64), lambda: ("", [], None), remote=lambda: remote[0])
+    assert meter.label.text() == "No model loaded"
+    host.worker.chat_format_known.emit(None)  # the load ended
+    assert meter.label.text() == "Counting tokens…"
+    counter.count_now()
+    host.worker.tokens_counted.emit(TokenCount(0, n_tokens=12, n_ctx=2048, room=64))  # the fake asks as id 0
+    assert meter.label.text() == "12 / 2,048 tokens"
+    remote[0] = "example.org"  # a remote chat's context is the server's: nothing is counted here
+    host.worker.chat_format_known.emit(None)
+    assert meter.label.text() == "12 / 2,048 tokens"
+    counter.count_now()
+    assert meter.label.text() == "Context: example.org's"
+
+
 def test_an_attachment_round_trips_through_its_dict():
     a = Attachment("a.md", "# hi", "text", 4)
     assert Attachment.from_dict(a.to_dict()) == a and a.label() == "a.md · 4 B"

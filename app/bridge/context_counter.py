@@ -25,6 +25,7 @@ class CountDisplay(Protocol):
     """What shows a count (the chat's ContextMeter)."""
 
     def show_no_model(self) -> None: ...
+    def show_counting(self) -> None: ...
     def show_count(self, count: TokenCount, warning: str) -> None: ...
     def show_failure(self, error: str) -> None: ...
     def show_remote(self, host: str) -> None: ...
@@ -64,13 +65,21 @@ class ContextCounter(QObject):
         self.timer.setInterval(DEBOUNCE_MS)
         self.timer.timeout.connect(self.count_now)
         host.worker.tokens_counted.connect(self._on_counted)
-        host.worker.chat_format_known.connect(self.refresh)  # after each load and each template change
+        host.worker.chat_format_known.connect(self._on_model_ready)  # after each load and each template change
         host.worker.unloaded.connect(self.refresh)
 
     @Slot()
     def refresh(self, *_args) -> None:
         """Count again after a short pause (restarted by each call: typing asks once it pauses)."""
         self.timer.start()
+
+    @Slot()
+    def _on_model_ready(self, *_args) -> None:
+        # A model is there now: until its count comes (after an answer already streaming, if one is),
+        # the meter must not go on saying that none is loaded.
+        if not self.remote():
+            self.meter.show_counting()
+        self.refresh()
 
     @Slot()
     def count_now(self) -> None:

@@ -43,6 +43,10 @@ class ContextMeter(QWidget):
         self.setToolTip("The context meter counts the conversation's tokens once a model is loaded.")
         self.set_warning("")
 
+    def show_counting(self) -> None:
+        self.label.setText("Counting tokens…")
+        self.setToolTip("The conversation is counted with the model's tokenizer once the engine is free.")
+
     def show_remote(self, host: str) -> None:
         self.bar.setValue(0)
         self.label.setText(f"Context: {host}'s")

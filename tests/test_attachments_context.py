@@ -187,6 +187,11 @@ def test_the_meter_says_counting_from_a_load_until_its_count_comes(qtbot):
     counter.count_now()
     host.worker.tokens_counted.emit(TokenCount(0, n_tokens=12, n_ctx=2048, room=64))  # the fake asks as id 0
     assert meter.label.text() == "12 / 2,048 tokens"
+    meter.set_warning("Too long to send: …")  # counted for the model before a reload
+    host.worker.chat_format_known.emit(None)
+    assert meter.label.text() == "Counting tokens…" and meter.warning.isHidden()
+    counter.count_now()
+    host.worker.tokens_counted.emit(TokenCount(0, n_tokens=12, n_ctx=2048, room=64))
     remote[0] = "example.org"  # a remote chat's context is the server's: nothing is counted here
     host.worker.chat_format_known.emit(None)
     assert meter.label.text() == "12 / 2,048 tokens"

@@ -44,8 +44,11 @@ class ContextMeter(QWidget):
         self.set_warning("")
 
     def show_counting(self) -> None:
+        """A model was (re)loaded: what was shown was counted for the one before, warning included."""
         self.label.setText("Counting tokens…")
+        theme.tint(self.label)
         self.setToolTip("The conversation is counted with the model's tokenizer once the engine is free.")
+        self.set_warning("")
 
     def show_remote(self, host: str) -> None:
         self.bar.setValue(0)

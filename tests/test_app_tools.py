@@ -125,8 +125,8 @@ def test_a_tool_call_is_approved_run_and_answered_from(qtbot, make_window, serve
 
     # Shown as a folded block, unfolding to the arguments and the result.
     widget = window.chat_view.message_widget(answer.id)
-    block = widget.tool_blocks.blocks[0]
-    assert widget.tool_blocks.isVisible() and not block.expanded
+    block = widget.body.blocks[0]
+    assert widget.body.groups[0].isVisible() and not block.expanded
     assert answer.tool_uses[0].name in block.line.text() and "files" in block.line.text()
     window.resize(900, 700)
     qtbot.wait(100)  # laid out at that size
@@ -172,7 +172,7 @@ def test_deny_ends_the_turn_and_keeps_everything(qtbot, make_window, servers, qw
     assert "denied" in answer.error.lower()
     widget = window.chat_view.message_widget(answer.id)
     assert widget.error_label.isVisible() and "denied" in widget.error_label.text().lower()
-    assert "denied" in widget.tool_blocks.blocks[0].line.text()
+    assert "denied" in widget.body.blocks[0].line.text()
     stored = window.store.messages(window.session.conversation.id)[-1]
     assert stored.tool_uses[0].status == ToolStatus.DENIED and stored.complete
 

@@ -418,7 +418,7 @@ def test_a_theme_change_at_run_time_restyles_everything(qtbot, make_window, smol
         def visible():
             return [p for p in widget.body.findChildren(TextPane) if p.isVisible()]
 
-        qtbot.waitUntil(lambda: widget.body._pane in visible(), timeout=3_000)
-        assert visible() == [widget.body._pane]
+        qtbot.waitUntil(lambda: widget.body.bodies[0]._pane in visible(), timeout=3_000)
+        assert visible() == [widget.body.bodies[0]._pane]
     finally:
         app.setPalette(original)

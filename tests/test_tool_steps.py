@@ -2,6 +2,7 @@
 store's migration, and a chat's choice of servers and always-allowed tools kept with it. No Qt, no model."""
 
 from app.core.chat_settings import ChatSettings
+from app.core.export import answer_markdown
 from app.core.store import Role, Store
 from app.core.tool_steps import ToolStatus, ToolUse, replay, tool_key
 
@@ -24,6 +25,14 @@ def test_an_answer_is_replayed_pass_by_pass():
     ]
     assert chat[0].tool_calls[0].name == "read_file" and chat[1].tool_call_id == "call_1"
     assert chat[3].name == "search"
+
+
+def test_an_export_shows_each_call_where_the_model_made_it():
+    lines = answer_markdown("Reading. It says hi.", uses())
+    text = "\n".join(lines)
+    order = [text.index(part) for part in ("Reading.", "Tool call: read_file", "Tool call: search", "It says hi.")]
+    assert order == sorted(order)
+    assert answer_markdown("Just words.", []) == ["Just words.", ""]
 
 
 def test_a_call_that_never_ran_says_why():

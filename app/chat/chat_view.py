@@ -23,12 +23,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.answer_text import AnswerText
 from app.chat.attachment_chips import AttachmentChips
 from app.chat.rich_text import MessageBody
 from app.chat.sources_panel import SourcesPanel
 from app.chat.stats_footer import StatsFooter
 from app.chat.thinking_view import ThinkingSection
-from app.chat.tool_block import ToolBlocks
 from app.core.figures import DRAFTER_LABELS, comparison_heading
 from app.core.store import Message, Role, Token
 from app.ui import theme
@@ -129,10 +129,8 @@ class MessageWidget(QFrame):
         self.attachment_chips = AttachmentChips(message.attachments)  # hidden when none
         layout.addWidget(self.attachment_chips)
 
-        self.tool_blocks = ToolBlocks(message.tool_uses, self)  # hidden when it called no tool
-        layout.addWidget(self.tool_blocks)
-
-        self.body = MessageBody(self)
+        # The text, with the blocks of any tools it called where it called them.
+        self.body = AnswerText(self)
         self.body.token_tooltip = self.token_tooltip
         # The answer and, on request, the plain-decoding text of its comparison beside it.
         self.texts = QBoxLayout(QBoxLayout.Direction.LeftToRight)
@@ -160,7 +158,11 @@ class MessageWidget(QFrame):
             layout.addWidget(self.footer)
 
         self.body.set_content(
-            message.content, message.tokens, streaming=streaming, colours=colours and not self.is_user
+            message.content,
+            message.tokens,
+            streaming=streaming,
+            colours=colours and not self.is_user,
+            uses=message.tool_uses,
         )
         self._refresh()
         self._restyle()
@@ -202,7 +204,7 @@ class MessageWidget(QFrame):
 
     def set_tool_uses(self, uses: list) -> None:
         self.message.tool_uses = list(uses)
-        self.tool_blocks.set_uses(self.message.tool_uses)
+        self.body.set_tool_uses(self.message.tool_uses)
 
     def set_live_stats(self, stats: AnswerStats) -> None:
         self.live_stats = stats
@@ -216,9 +218,8 @@ class MessageWidget(QFrame):
         if message.reasoning:
             self._finish_thinking(message, collapse=self.thinking.thinking and bool(message.content))
         self._show_thinking()
-        self.body.finish(message.content, message.tokens)
+        self.body.finish(message.content, message.tokens, message.tool_uses)
         self.sources_panel.set_sources(message.sources)
-        self.tool_blocks.set_uses(message.tool_uses)
         self._refresh()
 
     def set_colours(self, colours: bool) -> None:

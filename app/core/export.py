@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from itertools import zip_longest
 from pathlib import Path
 
 from app.core.figures import figures
 from app.core.store import Conversation, Message, Role, Store
-from app.core.tool_steps import ToolStatus, ToolUse
+from app.core.tool_steps import ToolStatus, ToolUse, cut_text, passes
 
 FORMAT_VERSION = 1
 
@@ -28,8 +29,7 @@ def to_markdown(conversation: Conversation, messages: Sequence[Message]) -> str:
         out += [f"## {name}" + (f" (draft: {draft})" if draft else ""), ""]
         if m.reasoning:  # folded, as in the app (GitHub and most Markdown viewers honour <details>)
             out += ["<details><summary>Thinking</summary>", "", m.reasoning, "", "</details>", ""]
-        out += tool_uses_markdown(m.tool_uses)
-        out += [m.content, ""]
+        out += answer_markdown(m.content, m.tool_uses)
         if m.sources:  # the passages of the user's documents it was given, [n] as it cites them
             out += ["<details><summary>Sources</summary>", ""]
             for src in m.sources:
@@ -52,6 +52,18 @@ def to_markdown(conversation: Conversation, messages: Sequence[Message]) -> str:
                 "",
             ]
     return "\n".join(out).rstrip() + "\n"
+
+
+def answer_markdown(content: str, uses: Sequence[ToolUse]) -> list[str]:
+    """The answer's text with each pass's tool calls where the model made them, as the app shows it."""
+    if not uses:
+        return [content, ""]
+    groups = passes(uses)
+    out: list[str] = []
+    for text, group in zip_longest(cut_text(content, groups), groups):
+        out += [text, ""] if text else []
+        out += tool_uses_markdown(group) if group else []
+    return out
 
 
 def tool_uses_markdown(uses: Sequence[ToolUse]) -> list[str]:

@@ -84,22 +84,34 @@ def replay(content: str, uses: Sequence[ToolUse], reasoning: str = "") -> list[C
     if not uses:
         return [ChatMessage("assistant", content, reasoning)]
     out: list[ChatMessage] = []
-    start = 0
-    for _step, group in _by_step(uses):
-        at = max(start, min(group[0].at, len(content)))
-        out.append(ChatMessage("assistant", content[start:at].strip(), tool_calls=tuple(u.call for u in group)))
+    groups = passes(uses)
+    texts = cut_text(content, groups)
+    for text, group in zip(texts, groups, strict=False):
+        out.append(ChatMessage("assistant", text, tool_calls=tuple(u.call for u in group)))
         out += [ChatMessage("tool", u.result_for_model(), tool_call_id=u.id, name=u.name) for u in group]
-        start = at
-    if rest := content[start:].strip():
+    if rest := texts[-1]:
         out.append(ChatMessage("assistant", rest))
     return out
 
 
-def _by_step(uses: Iterable[ToolUse]) -> list[tuple[int, list[ToolUse]]]:
+def passes(uses: Iterable[ToolUse]) -> list[list[ToolUse]]:
+    """The calls grouped by the pass of the model that made them, in order."""
     groups: dict[int, list[ToolUse]] = {}
     for use in uses:
         groups.setdefault(use.step, []).append(use)
-    return sorted(groups.items())
+    return [group for _step, group in sorted(groups.items())]
+
+
+def cut_text(content: str, groups: Sequence[Sequence[ToolUse]]) -> list[str]:
+    """The answer's text in the stretches between its passes' calls (len(groups) + 1 of them, trimmed:
+    the joins between passes are paragraph breaks): before the first pass's calls, ..., after the last."""
+    pieces, start = [], 0
+    for group in groups:
+        at = max(start, min(group[0].at, len(content)))
+        pieces.append(content[start:at].strip())
+        start = at
+    pieces.append(content[start:].strip())
+    return pieces
 
 
 def tool_key(server: str, tool: str) -> str:

@@ -18,6 +18,7 @@ from app.core.export import to_json, to_markdown
 from app.core.sources import Source, load_sources, mark_cited
 from app.dialogs.documents_dialog import DocumentsDialog
 from tests.app_helpers import ANSWER_TIMEOUT_MS, ask, make_window, smol_settings  # noqa: F401 (a fixture)
+from tests.signal_log import SignalLog
 
 LICENSES = Path("/usr/share/common-licenses")
 
@@ -41,9 +42,9 @@ def test_the_documents_window_indexes_a_folder_with_progress_and_lists_what_it_c
     dialog.show()
     progress = []
     service.progress.connect(lambda name, p: progress.append((name, p.files_done, p.files_total)))
-    with qtbot.waitSignal(service.indexed, timeout=60_000) as indexed:
-        dialog.add_paths([str(licenses)])  # as a dropped folder: a collection named after it, then indexed
-    name, report = indexed.args
+    indexed, summaries = SignalLog(service.indexed), SignalLog(service.summaries_ready)
+    dialog.add_paths([str(licenses)])  # as a dropped folder: a collection named after it, then indexed
+    [(name, report)] = indexed.wait(qtbot, 0)
     assert name == "licenses" and report.read == 3 and len(report.errors) == 1
     assert progress and progress[-1] == ("licenses", 4, 4)
     qtbot.waitUntil(lambda: dialog.collections.count() == 1 and dialog.errors.count() == 1)
@@ -53,8 +54,9 @@ def test_the_documents_window_indexes_a_folder_with_progress_and_lists_what_it_c
     assert dialog.sources.item(0).data(0x0100) == str(licenses)
     dialog.grab().save(str(isolated_home / "documents-window.png"))
 
-    with qtbot.waitSignal(service.summaries_ready, timeout=30_000):
-        service.remove_source("licenses", str(licenses))
+    since = summaries.mark()
+    service.remove_source("licenses", str(licenses))
+    summaries.wait(qtbot, since, timeout_ms=30_000)
     qtbot.waitUntil(lambda: "0 files indexed" in dialog.figures.text())
     assert sorted(p.name for p in licenses.iterdir()) == ["Apache-2.0", "GPL-3", "MPL-2.0", "photo.txt"]
     assert service.shutdown(5.0)
@@ -64,10 +66,11 @@ def test_a_chat_answers_from_its_collection_with_sources_shown_stored_and_export
     qtbot, make_window, smollm2_path, licenses, isolated_home
 ):
     window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=24))
-    with qtbot.waitSignal(window.documents.indexed, timeout=60_000):
-        window.documents.add_collection("Licences")
-        window.documents.add_sources("Licences", [str(licenses)])
-        window.documents.update("Licences")
+    indexed = SignalLog(window.documents.indexed)
+    window.documents.add_collection("Licences")
+    window.documents.add_sources("Licences", [str(licenses)])
+    window.documents.update("Licences")
+    indexed.wait(qtbot, 0)
     qtbot.waitUntil(lambda: "Licences" in [a.text() for a in window.composer.documents_button.menu().actions()])
     tick = next(a for a in window.composer.documents_button.menu().actions() if a.text() == "Licences")
     tick.trigger()  # as the user ticks it in the chat's header
@@ -138,8 +141,7 @@ def test_meaning_search_in_the_app_an_embedding_model_chosen_checked_and_used(
     window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=8))
     window.open_documents()
     dialog, service = window.documents_dialog, window.documents
-    # The library's signals come from its own thread: waited for by what they leave, not with
-    # waitSignal (a blocker's queued slot can outlive it when several such signals are in flight).
+    # The library's signals come from its own thread: waited for by what they leave (tests/signal_log.py).
     failures, indexed = [], []
     service.failed.connect(failures.append)
     service.indexed.connect(lambda name, report: indexed.append(name))

@@ -17,6 +17,7 @@ from app.core.chat_settings import ChatSettings
 from engine import FinishReason
 from tests import test_app_remote_faults, test_remote_scripted
 from tests.app_helpers import ask, make_window, wait_answer  # noqa: F401 (a fixture)
+from tests.signal_log import SignalLog
 from tests.test_app_documents import licenses  # noqa: F401 (a fixture)
 from tests.test_app_remote_faults import CHAT, behaves
 
@@ -40,10 +41,11 @@ def send_action(window):
 
 def with_licences(qtbot, window, folder) -> None:
     """The licences indexed as a collection, ticked in the chat's Documents menu as a user would."""
-    with qtbot.waitSignal(window.documents.indexed, timeout=INDEX_TIMEOUT_MS):
-        window.documents.add_collection("Licences")
-        window.documents.add_sources("Licences", [str(folder)])
-        window.documents.update("Licences")
+    indexed = SignalLog(window.documents.indexed)  # from the library's thread (tests/signal_log.py)
+    window.documents.add_collection("Licences")
+    window.documents.add_sources("Licences", [str(folder)])
+    window.documents.update("Licences")
+    indexed.wait(qtbot, 0, timeout_ms=INDEX_TIMEOUT_MS)
     menu = window.composer.documents_button.menu()
     qtbot.waitUntil(lambda: "Licences" in [a.text() for a in menu.actions()])
     next(a for a in menu.actions() if a.text() == "Licences").trigger()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from app.bridge.documents_service import DocumentsService
 from engine.documents.watch import FolderWatcher
+from tests.signal_log import SignalLog
 
 LICENSES = Path("/usr/share/common-licenses")
 
@@ -74,21 +75,6 @@ def test_what_the_indexer_passes_over_is_not_a_change_and_a_file_source_is_watch
     assert not any(t.name == "specula-documents-watch" and t.is_alive() for t in threading.enumerate())
 
 
-class Reports:
-    """Every `indexed` report, kept by one slot for the whole test. A waitSignal per step would connect
-    and disconnect a blocker each time while the library's thread is emitting, and a watcher may split
-    one change into two updates (the second reads nothing): the test waits for what it expects instead."""
-
-    def __init__(self, service: DocumentsService):
-        self.seen: list[tuple[str, object]] = []
-        service.indexed.connect(lambda name, report: self.seen.append((name, report)))
-
-    def wait_for(self, qtbot, found, timeout_ms: int = 60_000):
-        start = len(self.seen)
-        qtbot.waitUntil(lambda: any(found(r) for _, r in self.seen[start:]), timeout=timeout_ms)
-        return self.seen[start:]
-
-
 def test_the_library_catches_up_on_start_and_follows_its_folders_while_running(qtbot, tmp_path):
     folder = tmp_path / "licences"
     folder.mkdir()
@@ -96,32 +82,34 @@ def test_the_library_catches_up_on_start_and_follows_its_folders_while_running(q
         shutil.copy(LICENSES / name, folder / name)
     root = tmp_path / "documents"
     first = DocumentsService(root)
-    first_reports = Reports(first)
+    first_indexed = SignalLog(first.indexed)
     first.add_collection("licences")
     first.add_sources("licences", [str(folder)])
     first.update("licences")
-    first_reports.wait_for(qtbot, lambda r: r.read == 2)
+    first_indexed.wait(qtbot, 0, lambda _name, report: report.read == 2)
     assert first.shutdown(5.0)
 
     shutil.copy(LICENSES / "GPL-3", folder / "GPL-3")  # while the app was closed
     service = DocumentsService(root)
-    reports = Reports(service)
+    indexed = SignalLog(service.indexed)  # a watcher may split one change into two updates: waited for by what came
     try:
         service.keep_up_to_date()
-        (caught_up,) = reports.wait_for(qtbot, lambda r: r.read == 1)
-        assert caught_up[0] == "licences"  # GPL-3 read; the two known files were not read again
+        [(name, _report)] = indexed.wait(qtbot, 0, lambda _name, report: report.read == 1)
+        assert name == "licences"  # GPL-3 read; the two known files were not read again
 
+        since = indexed.mark()
         (folder / "notes.md").write_text("# Mirror\n\nThe aardvark mirror is at the north gate.\n")
-        changed = reports.wait_for(qtbot, lambda r: r.read == 1)
-        assert sum(r.read for _, r in changed) == 1
+        changed = indexed.wait(qtbot, since, lambda _name, report: report.read == 1)
+        assert sum(report.read for _, report in changed) == 1
+        since = indexed.mark()
         (folder / "MPL-2.0").unlink()
-        deleted = reports.wait_for(qtbot, lambda r: r.dropped == 1)
-        assert sum(r.read for _, r in deleted) == 0
+        deleted = indexed.wait(qtbot, since, lambda _name, report: report.dropped == 1)
+        assert sum(report.read for _, report in deleted) == 0
         with qtbot.waitSignal(service.summaries_ready, timeout=30_000) as summaries:
             service.refresh()
         (summary,) = summaries.args[0]
         assert summary.files == 3  # Apache-2.0, GPL-3 and notes.md
-        assert {name for name, _ in reports.seen} == {"licences"}
+        assert {name for name, _ in indexed.seen} == {"licences"}
     finally:
         assert service.shutdown(5.0)
     assert not any(t.name == "specula-documents-watch" and t.is_alive() for t in threading.enumerate())

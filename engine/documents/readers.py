@@ -2,7 +2,8 @@
 
 Formats by extension: Markdown, reStructuredText, plain text, source code, HTML (its headings and
 preformatted blocks kept as Markdown), PDF (pypdf, page by page), Word (.docx, as Markdown:
-docx_reader.py). Anything else is not a document
+docx_reader.py), e-books (.epub: the chapters in reading order, epub_reader.py, each through the HTML
+reader). Anything else is not a document
 (`format_of` says None) and is passed over, not reported: a folder of notes holds images too.
 A file that is a document but cannot be read raises UnreadableFile with the reason, for the user.
 """
@@ -16,6 +17,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from engine.documents.docx_reader import DocxError, docx_markdown
+from engine.documents.epub_reader import EpubError, epub_chapters
 from engine.errors import EngineError
 
 MAX_TEXT_BYTES = 20 * 1024 * 1024  # a text file bigger than this is a log or a dump, not a document
@@ -31,6 +33,7 @@ class Format(Enum):
     HTML = "html"
     PDF = "pdf"
     DOCX = "docx"
+    EPUB = "epub"
 
 
 CODE_SUFFIXES = frozenset(
@@ -88,6 +91,7 @@ SUFFIXES = {
     **{s: Format.HTML for s in (".html", ".htm", ".xhtml")},
     ".pdf": Format.PDF,
     ".docx": Format.DOCX,
+    ".epub": Format.EPUB,
     **{s: Format.CODE for s in CODE_SUFFIXES},
 }
 
@@ -140,7 +144,7 @@ def read(path: Path, size: int | None = None) -> Document:
     if fmt is None:
         raise UnreadableFile(f"{path.name}: not a kind of file Specula reads.")
     size = path.stat().st_size if size is None else size
-    limit = MAX_PDF_BYTES if fmt in (Format.PDF, Format.DOCX) else MAX_TEXT_BYTES  # images make them big
+    limit = MAX_PDF_BYTES if fmt in (Format.PDF, Format.DOCX, Format.EPUB) else MAX_TEXT_BYTES  # images make them big
     if size > limit:
         raise UnreadableFile(
             f"{path.name}: {size / 2**20:.0f} MB, larger than the {limit // 2**20} MB read from one file."
@@ -152,6 +156,15 @@ def read(path: Path, size: int | None = None) -> Document:
             pages, fmt = [Page(docx_markdown(path))], Format.MARKDOWN
         except DocxError as e:
             raise UnreadableFile(f"{path.name}: {e}.") from None
+    elif fmt is Format.EPUB:
+        try:
+            chapters = epub_chapters(path)
+        except EpubError as e:
+            raise UnreadableFile(f"{path.name}: {e}.") from None
+        text = "\n".join(html_as_markdown(chapter) for chapter in chapters)
+        if not text.strip():
+            raise UnreadableFile(f"{path.name}: no text in it (an e-book of images).")
+        pages, fmt = [Page(text)], Format.MARKDOWN
     else:
         text = _text(path)
         pages = [Page(html_as_markdown(text) if fmt is Format.HTML else text)]

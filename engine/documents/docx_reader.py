@@ -42,7 +42,7 @@ def docx_markdown(path: Path) -> str:
         raise
     except Exception as e:  # python-docx and lxml raise many kinds on a damaged part
         raise DocxError(f"a damaged Word document ({type(e).__name__}: {e})") from None
-    return "\n".join(_spaced(lines)).strip() + "\n"
+    return "\n".join(spaced(lines)).strip() + "\n"
 
 
 def _check_zip(path: Path) -> None:
@@ -87,7 +87,7 @@ def _table(table) -> list[str]:
     return rows
 
 
-def _spaced(lines: list[str]) -> list[str]:
+def spaced(lines: list[str]) -> list[str]:
     """A blank line between paragraphs (Markdown's paragraph break); list items and table rows kept
     together."""
     out: list[str] = []

@@ -2,8 +2,8 @@
 
 Formats by extension: Markdown, reStructuredText, plain text, source code, HTML (its headings and
 preformatted blocks kept as Markdown), PDF (pypdf, page by page), Word (.docx, as Markdown:
-docx_reader.py), e-books (.epub: the chapters in reading order, epub_reader.py, each through the HTML
-reader). Anything else is not a document
+docx_reader.py), OpenDocument text (.odt, as Markdown: odt_reader.py), e-books (.epub: the chapters
+in reading order, epub_reader.py, each through the HTML reader). Anything else is not a document
 (`format_of` says None) and is passed over, not reported: a folder of notes holds images too.
 A file that is a document but cannot be read raises UnreadableFile with the reason, for the user.
 """
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from engine.documents.docx_reader import DocxError, docx_markdown
 from engine.documents.epub_reader import EpubError, epub_chapters
+from engine.documents.odt_reader import OdtError, odt_markdown
 from engine.errors import EngineError
 
 MAX_TEXT_BYTES = 20 * 1024 * 1024  # a text file bigger than this is a log or a dump, not a document
@@ -34,6 +35,7 @@ class Format(Enum):
     PDF = "pdf"
     DOCX = "docx"
     EPUB = "epub"
+    ODT = "odt"
 
 
 CODE_SUFFIXES = frozenset(
@@ -92,6 +94,7 @@ SUFFIXES = {
     ".pdf": Format.PDF,
     ".docx": Format.DOCX,
     ".epub": Format.EPUB,
+    ".odt": Format.ODT,
     **{s: Format.CODE for s in CODE_SUFFIXES},
 }
 
@@ -144,7 +147,7 @@ def read(path: Path, size: int | None = None) -> Document:
     if fmt is None:
         raise UnreadableFile(f"{path.name}: not a kind of file Specula reads.")
     size = path.stat().st_size if size is None else size
-    limit = MAX_PDF_BYTES if fmt in (Format.PDF, Format.DOCX, Format.EPUB) else MAX_TEXT_BYTES  # images make them big
+    limit = MAX_PDF_BYTES if fmt in (Format.PDF, Format.DOCX, Format.ODT, Format.EPUB) else MAX_TEXT_BYTES  # images
     if size > limit:
         raise UnreadableFile(
             f"{path.name}: {size / 2**20:.0f} MB, larger than the {limit // 2**20} MB read from one file."
@@ -155,6 +158,11 @@ def read(path: Path, size: int | None = None) -> Document:
         try:
             pages, fmt = [Page(docx_markdown(path))], Format.MARKDOWN
         except DocxError as e:
+            raise UnreadableFile(f"{path.name}: {e}.") from None
+    elif fmt is Format.ODT:
+        try:
+            pages, fmt = [Page(odt_markdown(path))], Format.MARKDOWN
+        except OdtError as e:
             raise UnreadableFile(f"{path.name}: {e}.") from None
     elif fmt is Format.EPUB:
         try:

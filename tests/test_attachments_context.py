@@ -45,6 +45,24 @@ def test_text_code_and_pdf_files_are_read_and_quoted_with_their_names(sample_fil
     assert text.index("File: notes.txt") < text.index("File: report.pdf") < text.index("Summarise these.")
 
 
+def test_word_opendocument_and_e_book_files_are_attached_as_markdown(tmp_path):
+    from tests.test_docx import make_report
+    from tests.test_epub import make_book
+    from tests.test_odt import make_odt
+
+    word = files.read(make_report(tmp_path / "report.docx"))
+    odt = files.read(make_odt(tmp_path / "harvest.odt"))
+    book = files.read(make_book(tmp_path / "keeper.epub"))
+    assert {word.kind, odt.kind, book.kind} == {"document"}
+    assert word.text.startswith("# Field report\n\n## Water supply") and "| Pump repair | 420 EUR |" in word.text
+    assert odt.text.startswith("# Harvest notes") and "- Store the russets cold" in odt.text
+    assert book.text.index("# Arrival") < book.text.index("# The Lighthouse")
+    assert word.quoted().startswith("File: report.docx\n```\n# Field report")  # no language: it is prose
+    locked = make_odt(tmp_path / "locked.odt", encrypted=True)
+    with pytest.raises(AttachmentError, match="locked.odt: password-protected"):
+        files.read(locked)
+
+
 def test_binary_and_oversized_files_are_refused_with_a_reason(sample_files):
     with pytest.raises(AttachmentError, match="photo.png is a binary file"):
         files.read(sample_files["binary"])

@@ -142,7 +142,8 @@ class Composer(QFrame):
         self.attach_button.setText("Attach…")
         self.attach_button.setAutoRaise(True)
         self.attach_button.setToolTip(
-            "Attach text, code or PDF files: they are quoted into the message (or drop files on the box)"
+            "Attach text, code, PDF, Word, OpenDocument or e-book files: they are quoted into the message "
+            "(or drop files on the box)"
         )
         self.attach_button.clicked.connect(self.choose_files)
         under.addWidget(self.attach_button)
@@ -183,7 +184,10 @@ class Composer(QFrame):
 
     def choose_files(self) -> None:
         paths, _ = QFileDialog.getOpenFileNames(
-            self, "Attach files", "", "Text, code and PDF files (*);;PDF files (*.pdf)"
+            self,
+            "Attach files",
+            "",
+            "Text, code and document files (*);;PDF files (*.pdf);;Word, OpenDocument and e-book files (*.docx *.odt *.epub)",
         )
         self.attach_files(paths)
 

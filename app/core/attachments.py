@@ -1,4 +1,5 @@
-"""Files attached to a message: read as text (PDFs through pypdf), refused with a reason, quoted into the prompt.
+"""Files attached to a message: read as text (PDFs through pypdf; Word, OpenDocument and e-book files as
+Markdown through the document library's readers), refused with a reason, quoted into the prompt.
 
 An attachment is stored with its message as its text, not as a path: the file may move or change,
 and the conversation must read back (and be answered again) the same. Qt-free.
@@ -9,9 +10,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engine.documents import readers
+
 # A file bigger than this is refused before it is read (a PDF's text is far smaller than the file).
 MAX_FILE_BYTES = 2 * 1024 * 1024
-MAX_PDF_BYTES = 20 * 1024 * 1024
+MAX_PDF_BYTES = 20 * 1024 * 1024  # PDFs and the zipped documents below: images make them big
+DOCUMENT_SUFFIXES = frozenset({".docx", ".odt", ".epub"})  # read as Markdown, as a collection reads them
+KINDS = "text, code, PDF, Word, OpenDocument and e-book (.epub) files"
 # The text kept from one file: ~50k tokens, more than a small model's whole context.
 MAX_TEXT_CHARS = 200_000
 
@@ -33,7 +38,7 @@ class AttachmentError(Exception):
 class Attachment:
     name: str  # the file's name (no folder)
     text: str  # its content as text (a PDF's extracted text)
-    kind: str = "text"  # "text" or "pdf"
+    kind: str = "text"  # "text", "pdf" or "document" (a Word, OpenDocument or e-book file, as Markdown)
     size: int = 0  # the file's size in bytes
 
     def to_dict(self) -> dict:
@@ -49,7 +54,7 @@ class Attachment:
         fence = "```"
         while fence in self.text:
             fence += "`"
-        language = "" if self.kind == "pdf" else LANGUAGES.get(Path(self.name).suffix.lower(), "")
+        language = LANGUAGES.get(Path(self.name).suffix.lower(), "") if self.kind == "text" else ""
         return f"File: {self.name}\n{fence}{language}\n{self.text.rstrip()}\n{fence}"
 
     def label(self) -> str:
@@ -66,15 +71,16 @@ def read(path: str | Path) -> Attachment:
         raise AttachmentError(f"{path.name} cannot be read: {e.strerror or e}.") from None
     if not path.is_file():
         raise AttachmentError(f"{path.name} is not a file.")
-    is_pdf = path.suffix.lower() == ".pdf"
-    limit = MAX_PDF_BYTES if is_pdf else MAX_FILE_BYTES
+    suffix = path.suffix.lower()
+    kind = "pdf" if suffix == ".pdf" else "document" if suffix in DOCUMENT_SUFFIXES else "text"
+    limit = MAX_FILE_BYTES if kind == "text" else MAX_PDF_BYTES
     if size > limit:
         raise AttachmentError(
             f"{path.name} is {human_size(size)}; files up to {human_size(limit)} can be attached. "
             "Attach a part of it, or paste the part you mean."
         )
     try:
-        text = _pdf_text(path) if is_pdf else _plain_text(path)
+        text = {"pdf": _pdf_text, "document": _document_text, "text": _plain_text}[kind](path)
     except OSError as e:
         raise AttachmentError(f"{path.name} cannot be read: {e.strerror or e}.") from None
     if len(text) > MAX_TEXT_CHARS:
@@ -82,18 +88,18 @@ def read(path: str | Path) -> Attachment:
             f"{path.name} holds {len(text):,} characters of text; up to {MAX_TEXT_CHARS:,} can be attached "
             "(more than a small model's whole context)."
         )
-    return Attachment(path.name, text, "pdf" if is_pdf else "text", size)
+    return Attachment(path.name, text, kind, size)
 
 
 def _plain_text(path: Path) -> str:
     data = path.read_bytes()
     # A NUL byte never appears in text files (UTF-16 aside): images, archives, executables.
     if b"\0" in data[:8192]:
-        raise AttachmentError(f"{path.name} is a binary file; text, code and PDF files can be attached.")
+        raise AttachmentError(f"{path.name} is a binary file; {KINDS} can be attached.")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise AttachmentError(f"{path.name} is not UTF-8 text; text, code and PDF files can be attached.") from None
+        raise AttachmentError(f"{path.name} is not UTF-8 text; {KINDS} can be attached.") from None
 
 
 def _pdf_text(path: Path) -> str:
@@ -113,6 +119,14 @@ def _pdf_text(path: Path) -> str:
     if not text:
         raise AttachmentError(f"{path.name} has no text to read (a scanned PDF needs OCR first).")
     return text
+
+
+def _document_text(path: Path) -> str:
+    try:
+        document = readers.read(path)
+    except readers.UnreadableFile as e:
+        raise AttachmentError(str(e)) from None
+    return "\n\n".join(page.text.strip() for page in document.pages if page.text.strip())
 
 
 def prompt_text(content: str, attachments: list[Attachment]) -> str:

@@ -7,15 +7,18 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
+from engine.decoding import collection_drafts
 from engine.decoding.collection_drafts import CollectionTokens
 from engine.decoding.drafters import DocumentDrafter, joined_index
 from engine.documents import indexer
 from engine.documents.library import Library
 from engine.documents.reflow import for_prompt
 from engine.documents.whole_text import WholeText
+from tests.pinned_costs import pinned_costs
 
 LICENSES = Path("/usr/share/common-licenses")
 # GPL-3's paragraph on devices, as the file wraps it and as a model quotes it (one space between words).
@@ -112,6 +115,54 @@ def test_the_index_is_built_in_the_background_and_rebuilt_when_the_collection_ch
         capped.close()
 
 
+def test_a_built_index_is_kept_on_disk_and_a_restart_loads_it_without_tokenizing(library, tmp_path, monkeypatch):
+    collection(library, tmp_path, "licences", ["BSD", "CC0-1.0"])
+    whole = WholeText(library.index_file, ("licences",))
+    tokenized = []
+
+    def counting(text: str) -> list[int]:
+        tokenized.append(text)
+        return by_bytes(text)
+
+    def built(vocabulary: str):
+        tokens = CollectionTokens(counting, vocabulary=vocabulary)
+        try:
+            tokens.index_for(whole)
+            assert tokens.wait(60)
+            return tokens.index_for(whole), tokens.n_tokens(whole)
+        finally:
+            tokens.close()
+
+    first, n_first = built("bytes")
+    [kept] = whole.cache_folder().glob("*.npz")
+    assert whole.cache_folder().parent == library.index_file.parent  # Specula's folder, not the user's
+    asked = len(tokenized)
+    again, n_again = built("bytes")  # the app started again
+    assert len(tokenized) == asked  # loaded, not tokenized
+    assert np.array_equal(again.tokens, first.tokens) and np.array_equal(again.sa, first.sa) and n_again == n_first
+    assert again.longest_match(by_bytes("Redistribution and use in source")).length == 32
+
+    built("another vocabulary")  # its own tokens: indexed, and kept beside
+    assert len(tokenized) == 2 * asked and len(list(whole.cache_folder().glob("*.npz"))) == 2
+    monkeypatch.setattr(collection_drafts, "KEPT_FILES", 1)
+    built("a third")
+    assert len(list(whole.cache_folder().glob("*.npz"))) == 1  # only the newest kept
+
+    # Damaged on disk (cut short, or arrays that are not an index of each other): built again, never raised.
+    first, _ = built("bytes")
+    [kept] = whole.cache_folder().glob("*.npz")
+    kept.write_bytes(kept.read_bytes()[:300])
+    asked = len(tokenized)
+    rebuilt, _ = built("bytes")
+    assert len(tokenized) > asked and np.array_equal(rebuilt.sa, first.sa)  # tokenized again
+    with open(kept, "wb") as f:
+        np.savez(f, tokens=first.tokens, sa=np.zeros_like(first.sa))
+    asked = len(tokenized)
+    rebuilt, _ = built("bytes")
+    assert len(tokenized) > asked and np.array_equal(rebuilt.sa, first.sa)
+    assert not list(whole.cache_folder().glob("*.partial"))
+
+
 def test_a_damaged_index_drafts_nothing_from_the_collections_and_raises_nothing(tmp_path):
     broken = tmp_path / "index.sqlite3"
     broken.write_bytes(b"not a database" * 100)
@@ -156,7 +207,8 @@ def test_a_real_model_quoting_a_passage_no_search_found_drafts_it_from_the_colle
 
     def answer(mode: DrafterMode, collections=whole):
         spec = SpecParams(mode=mode)
-        events = list(small_engine.chat(messages, sampling, spec, collections=collections))
+        with pinned_costs(small_engine):  # documents or lookup, where both match: not the machine's load
+            events = list(small_engine.chat(messages, sampling, spec, collections=collections))
         assert isinstance(events[-1], DoneEvent)
         return [e for e in events if isinstance(e, TokenEvent) and e.source == TokenSource.DOCUMENTS], events[-1]
 

@@ -396,27 +396,20 @@ def test_the_engine_drafts_a_quote_from_the_documents_it_is_given(small_engine):
     documents after the answer."""
     from engine.config import ChatMessage, DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
     from engine.decoding.events import DoneEvent, TokenEvent
-    from engine.decoding.policy import FixedCosts
+    from tests.pinned_costs import pinned_costs
 
     passage = (
         "The Licensor shall not be liable for any damages arising from the use of the Work, "
         "including but not limited to lost profits, even if advised of the possibility of such damages."
     )
     messages = [ChatMessage("user", f"Repeat this sentence exactly, word for word:\n\n{passage}")]
-    # Costs pinned and acceptance forgotten: which of two drafters offering the same run wins must not depend
-    # on how busy the machine was (the fixture's calibration) or on what earlier tests taught the engine.
-    saved = small_engine.speculator.costs
-    small_engine.speculator.costs = FixedCosts({1: 0.027, 2: 0.040, 4: 0.070, 8: 0.122})
-    small_engine.speculator.forget_acceptance()
-    try:
+    with pinned_costs(small_engine):  # which of two drafters offering the same run wins: not the machine's load
         events = list(
             small_engine.chat(
                 messages, SamplingParams(temperature=0.0, max_tokens=48), SpecParams(mode=DrafterMode.LOOKUP),
                 documents=[passage],
             )
         )  # fmt: skip
-    finally:
-        small_engine.speculator.costs = saved
     done = events[-1]
     assert isinstance(done, DoneEvent) and "lost profits" in done.text
     quoted = [e for e in events if isinstance(e, TokenEvent) and e.source == TokenSource.DOCUMENTS]

@@ -174,7 +174,7 @@ class Engine:
         self.draft_name = (draft.name or display_name(draft_info, draft.path)) if draft is not None else None
         self.prompt_tokenizer = PromptTokenizer(self.target.vocab, self.target.n_vocab)
         self.formatter = ChatFormatter(self.target.info, controls=self.prompt_tokenizer.controls)
-        self.collection_tokens = CollectionTokens(self.prompt_tokenizer.plain)
+        self.collection_tokens = CollectionTokens(self.prompt_tokenizer.plain, vocabulary=target_info.vocab_fingerprint)
         self._markers: dict[str, dict[int, bytes]] = {}  # per tool-call syntax (_marker_pieces)
 
     def set_chat_template(self, override: str | None) -> None:

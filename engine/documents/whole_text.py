@@ -52,5 +52,9 @@ class WholeText:
             for path, text in db.execute(query, self.collections):
                 yield for_prompt(path, text)
 
+    def cache_folder(self) -> Path:
+        """Where the engine keeps this text's drafting index between runs: beside the library's own index."""
+        return self.index_file.parent / "drafting"
+
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(f"{self.index_file.resolve().as_uri()}?mode=ro", uri=True, timeout=30)

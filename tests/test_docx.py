@@ -10,9 +10,9 @@ from pathlib import Path
 import docx
 import pytest
 
-from engine.documents import chunks, grounding, indexer, readers, retrieval
+from engine.documents import chunks, grounding, readers, retrieval
 from engine.documents.docx_reader import MAX_XML_BYTES, OLE_MAGIC
-from engine.documents.library import Library
+from tests.indexed_folder import indexed_folder
 
 
 def make_report(path: Path) -> Path:
@@ -53,12 +53,8 @@ def test_word_documents_are_indexed_searched_and_cited_and_bad_ones_are_named(tm
     (folder / "cut.docx").write_bytes((folder / "report.docx").read_bytes()[:2000])  # a cut download
     with zipfile.ZipFile(folder / "notes.docx", "w") as z:  # a zip, but not a Word document
         z.writestr("readme.txt", "hello")
-    library = Library(tmp_path / "lib")
-    library.add_collection("notes")
-    library.add_sources("notes", [folder])
-    report = indexer.update(library, "notes")
+    library, report, reasons = indexed_folder(tmp_path, folder)
     assert report.read == 1 and library.counts("notes")[2] == 3
-    reasons = {Path(path).name: reason for path, reason in report.errors}
     assert "password-protected" in reasons["locked.docx"]
     assert "damaged" in reasons["cut.docx"] and "Word document" in reasons["notes.docx"]
     hits = retrieval.search(library, ["notes"], "When was the pump budget approved by the council?")

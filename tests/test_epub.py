@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.documents import grounding, indexer, readers, retrieval
+from engine.documents import grounding, readers, retrieval
 from engine.documents.epub_reader import MAX_XHTML_BYTES
-from engine.documents.library import Library
+from tests.indexed_folder import indexed_folder
 
 CONTAINER = """<?xml version="1.0" encoding="UTF-8"?>
 <container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
@@ -94,12 +94,8 @@ def test_e_books_are_indexed_searched_and_cited_and_bad_ones_are_named(tmp_path)
     (folder / "cut.epub").write_bytes((folder / "keeper.epub").read_bytes()[:700])  # a cut download
     with zipfile.ZipFile(folder / "photos.epub", "w") as z:  # a zip, but no e-book
         z.writestr("photo.txt", "hello")
-    library = Library(tmp_path / "lib")
-    library.add_collection("books")
-    library.add_sources("books", [folder])
-    report = indexer.update(library, "books")
+    library, report, reasons = indexed_folder(tmp_path, folder)
     assert report.read == 1
-    reasons = {Path(path).name: reason for path, reason in report.errors}
     assert "DRM" in reasons["locked.epub"] and "1 of 2 chapters" in reasons["locked.epub"]
     assert "damaged" in reasons["cut.epub"] and "not an e-book" in reasons["photos.epub"]
     hits = retrieval.search(library, ["books"], "Who kept the lamp lit during the storms of 1911?")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.documents import indexer, readers, retrieval
-from engine.documents.library import Library
+from engine.documents import readers, retrieval
 from engine.documents.odt_reader import MAX_XML_BYTES
+from tests.indexed_folder import indexed_folder
 
 NAMESPACES = (
     'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
@@ -85,12 +85,8 @@ def test_opendocument_texts_are_indexed_and_searched_and_bad_ones_are_named(tmp_
     with zipfile.ZipFile(folder / "photos.odt", "w") as z:  # a zip, but no document
         z.writestr("photo.txt", "hello")
     (folder / "broken.odt").write_bytes(make_odt(tmp_path / "x.odt", body="<text:p>unclosed").read_bytes())
-    library = Library(tmp_path / "lib")
-    library.add_collection("notes")
-    library.add_sources("notes", [folder])
-    report = indexer.update(library, "notes")
+    library, report, reasons = indexed_folder(tmp_path, folder)
     assert report.read == 1
-    reasons = {Path(path).name: reason for path, reason in report.errors}
     assert "password-protected" in reasons["locked.odt"] and "damaged" in reasons["cut.odt"]
     assert "no content.xml" in reasons["photos.odt"] and "damaged" in reasons["broken.odt"]
     hits = retrieval.search(library, ["notes"], "What does the cider press need before the frost?")

@@ -10,6 +10,7 @@ from engine.decoding.chat_engine import Engine
 from engine.decoding.events import DoneEvent, FinishReason, MalformedToolCallEvent, TokenEvent, ToolCallEvent
 from engine.decoding.policy import FixedCosts
 from engine.tools import ToolCall, ToolChoice, ToolChoiceMode, ToolSpec
+from tests.pinned_costs import CPU_COSTS  # auto's choices here: not the machine's load
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -29,9 +30,6 @@ SYSTEM = (
 QUESTION = [ChatMessage("system", SYSTEM), ChatMessage("user", "What is the weather like in Paris right now?")]
 RESULT = '{"temperature_c": 21, "sky": "clear"}'
 GREEDY = SamplingParams(temperature=0.0, max_tokens=120)
-# The starter pair's measured costs (as in test_history_engine): auto's choices must not depend on
-# how busy the machine was when it calibrated.
-CPU_COSTS = {1: 0.027, 2: 0.040, 4: 0.070, 8: 0.122}
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,13 @@ of the rounds from the one that gave the first token to the one that gave the la
 1 / step). Rollbacks of a recurrent target are not priced (a KV-cache target is simulated). TTFT
 and inter-token latencies stay wall-clock; the llama-cpp-python anchor is skipped (it is not
 simulated), and so is the footer-estimate check (the footer prices rounds by the wall clock).
+
+--costs frozen is the same simulation with this machine's own costs: the calibration taken at load,
+held fixed (frozen_costs), every run's speed computed from the simulated time of its rounds. On a
+2-core CPU two runs of the same answer differ by 10-20 % in speed, more than most changes to auto's
+policy are worth on a short answer; frozen, an answer at T = 0 is timed the same every run, so two
+versions of the policy can be compared prompt by prompt on this CPU's cost shape. It measures the
+choices, not the machine: what it reports is what the choices would be worth at the calibrated costs.
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ from engine.cli import gpu_layers_arg
 from engine.config import ChatMessage, DrafterKind, DrafterMode, ModelSpec, SamplingParams, SpecParams
 from engine.decoding.chat_engine import Engine
 from engine.decoding.events import DoneEvent, RoundEvent, TokenEvent
-from engine.decoding.policy import CostModel, FixedCosts
+from engine.decoding.policy import Calibration, CostModel, FixedCosts
 from engine.llama import cpu_weights
 from engine.models import starter
 
@@ -73,7 +80,7 @@ CONFIGS: dict[str, SpecParams] = {
 }
 DEFAULT_CONFIGS = ["plain", "lookup", "draft-k2", "draft-k4", "draft-k8", "mtp-k4", "both", "auto"]
 ADAPTIVE = {"auto", "auto-nohistory"}  # every other configuration is fixed: an oracle candidate
-COSTS = {"measured": "measured", "gpu": "gpu (simulated)"}
+COSTS = {"measured": "measured", "gpu": "gpu (simulated)", "frozen": "this machine's calibration, frozen (simulated)"}
 
 
 class SimulatedGpuCosts(FixedCosts):
@@ -110,6 +117,25 @@ class SimulatedGpuCosts(FixedCosts):
             f"verify(n) = step × (1 + {self.VERIFY_GROWTH:g} (n - 1) / 7), step {self.step * 1000:.2f} ms "
             f"(measured), draft step {self.DRAFT_SHARE:g} × step, MTP step {self.MTP_SHARE:g} × step"
         )
+
+
+def frozen_costs(calibration: Calibration) -> FixedCosts:
+    """This machine's costs as calibrated, never moved by real timings (--costs frozen)."""
+    return FixedCosts(
+        calibration.verify_s,
+        draft_step_s=calibration.draft_step_s,
+        rollback_s=calibration.rollback_s,
+        mtp_step_s=calibration.mtp_step_s,
+        draft_prefill_s=calibration.draft_prefill_s,
+    )
+
+
+def calibration_from(path: str) -> Calibration:
+    """The costs an earlier run of this benchmark simulated (or, failing that, measured), from its JSON."""
+    with open(path, encoding="utf-8") as f:
+        result = json.load(f)
+    saved = result.get("simulated_calibration") or result["engine"]["calibration"]
+    return Calibration(**{**saved, "verify_s": {int(n): t for n, t in saved["verify_s"].items()}})
 
 
 def round_seconds(event: RoundEvent, costs: CostModel) -> float:
@@ -333,10 +359,18 @@ def main(argv: list[str] | None = None) -> int:
         "--costs",
         choices=list(COSTS),
         default="measured",
-        help="measured: this machine's wall clock; gpu: a simulated GPU cost regime (see the docstring)",
+        help="measured: this machine's wall clock; gpu: a simulated GPU cost regime; frozen: this machine's "
+        "calibration held fixed, speeds in simulated time (see the docstring)",
+    )
+    parser.add_argument(
+        "--calibration",
+        metavar="JSON",
+        help="with --costs frozen: the costs an earlier run's JSON froze, so two versions of auto are compared alike",
     )
     parser.add_argument("--json", default="bench.json", help="where to write the JSON results")
     args = parser.parse_args(argv)
+    if args.calibration and args.costs != "frozen":
+        parser.error("--calibration goes with --costs frozen")
     configs = [c for c in args.configs.split(",") if c]
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
@@ -369,14 +403,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {info.cpu_weights}", flush=True)
     print(f"# calibration: {info.calibration.as_dict()}", flush=True)
     simulated = None
-    if args.costs == "gpu":
-        simulated = SimulatedGpuCosts(
-            info.calibration.step_s,
-            draft=engine.speculator.draft_runner is not None,
-            mtp=engine.target.mtp is not None,
+    if args.costs != "measured":
+        simulated = (
+            SimulatedGpuCosts(
+                info.calibration.step_s,
+                draft=engine.speculator.draft_runner is not None,
+                mtp=engine.target.mtp is not None,
+            )
+            if args.costs == "gpu"
+            else frozen_costs(calibration_from(args.calibration) if args.calibration else info.calibration)
         )
         engine.speculator.costs = simulated  # every configuration, auto included, sees these costs
-        print(f"# costs: {COSTS[args.costs]}: {simulated.describe()}", flush=True)
+        described = simulated.describe() if args.costs == "gpu" else "; ".join(simulated.calibration().describe())
+        print(f"# costs: {COSTS[args.costs]}: {described}", flush=True)
         print("# speeds are tokens / simulated seconds; TTFT, P50 and P99 stay wall-clock", flush=True)
         if not args.no_anchor:
             print("# llama-cpp-python anchor skipped: it is not simulated", flush=True)
@@ -566,7 +605,7 @@ def summarise(runs: list[Run], prompts: list[dict], configs: list[str], match, f
 
 def print_prompt_table(prompt_id: str, temperature: float, rows: list[Run], simulated: bool = False) -> None:
     plain = next((r.decode_tps for r in rows if r.config == "plain"), None)
-    print(f"\n## {prompt_id} @ T={temperature:g}" + (" (tok/s in simulated GPU time)" if simulated else ""))
+    print(f"\n## {prompt_id} @ T={temperature:g}" + (" (tok/s in simulated time)" if simulated else ""))
     print(
         f"{'config':18} {'tok':>4} {'tok/s':>7} {'vs plain':>8} {'accept':>7} {'mean acc':>8} "
         f"{'TTFT ms':>8} {'P50 ms':>7} {'P99 ms':>7}  drafters"

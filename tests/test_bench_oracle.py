@@ -6,9 +6,19 @@ import math
 
 import pytest
 
-from engine.bench import Run, SimulatedGpuCosts, geomean, oracle_choice, round_seconds, simulated_rate, summarise
+from engine.bench import (
+    Run,
+    SimulatedGpuCosts,
+    frozen_costs,
+    geomean,
+    oracle_choice,
+    round_seconds,
+    simulated_rate,
+    summarise,
+)
 from engine.config import DrafterKind
 from engine.decoding.events import RoundEvent
+from engine.decoding.policy import Calibration
 from engine.decoding.stats import Round
 
 STEP = 0.030  # 30 ms: ~33 tok/s plain
@@ -42,6 +52,17 @@ def test_simulated_costs_follow_the_formula_and_ignore_real_timings():
     assert costs.calibration().verify_s[8] == pytest.approx(1.2 * STEP)
     without = SimulatedGpuCosts(STEP, draft=False)
     assert without.draft_step_s is None and without.mtp_step_s is None
+
+
+def test_frozen_costs_are_the_calibration_as_measured_and_ignore_later_timings():
+    calibration = Calibration({1: STEP, 2: 1.3 * STEP, 4: 2.2 * STEP, 8: 4.8 * STEP}, draft_step_s=0.6 * STEP)
+    costs = frozen_costs(calibration)
+    costs.observe_verify(4, 10.0)
+    costs.observe_draft_step(10.0)
+    assert costs.calibration() == calibration
+    # Rounds are priced at the calibrated costs: a failed lookup round of 3 costs a width of 4.
+    rounds = [event(DrafterKind.NONE, 0, 0), event(DrafterKind.LOOKUP, 3, 0), event(DrafterKind.DRAFT_MODEL, 1, 1)]
+    assert simulated_rate(rounds, costs) == pytest.approx(3 / (2.2 * STEP + 1.3 * STEP + 0.6 * STEP))
 
 
 def test_round_seconds_prices_verification_plus_the_drafters_steps():

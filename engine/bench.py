@@ -371,6 +371,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.calibration and args.costs != "frozen":
         parser.error("--calibration goes with --costs frozen")
+    frozen = None
+    if args.calibration:  # read before the models load: a wrong file says so at once
+        try:
+            frozen = calibration_from(args.calibration)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            parser.error(f"--calibration {args.calibration}: not a JSON this benchmark wrote ({e!r})")
     configs = [c for c in args.configs.split(",") if c]
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
@@ -411,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
                 mtp=engine.target.mtp is not None,
             )
             if args.costs == "gpu"
-            else frozen_costs(calibration_from(args.calibration) if args.calibration else info.calibration)
+            else frozen_costs(frozen or info.calibration)
         )
         engine.speculator.costs = simulated  # every configuration, auto included, sees these costs
         described = simulated.describe() if args.costs == "gpu" else "; ".join(simulated.calibration().describe())

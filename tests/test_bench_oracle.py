@@ -2,6 +2,7 @@
 configuration, auto is judged against it, and the simulated GPU regime prices rounds by its formula
 and is never moved by real timings."""
 
+import json
 import math
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from engine.bench import (
     Run,
     SimulatedGpuCosts,
+    calibration_from,
     frozen_costs,
     geomean,
     oracle_choice,
@@ -63,6 +65,13 @@ def test_frozen_costs_are_the_calibration_as_measured_and_ignore_later_timings()
     # Rounds are priced at the calibrated costs: a failed lookup round of 3 costs a width of 4.
     rounds = [event(DrafterKind.NONE, 0, 0), event(DrafterKind.LOOKUP, 3, 0), event(DrafterKind.DRAFT_MODEL, 1, 1)]
     assert simulated_rate(rounds, costs) == pytest.approx(3 / (2.2 * STEP + 1.3 * STEP + 0.6 * STEP))
+
+
+def test_an_earlier_runs_frozen_costs_are_read_back_from_its_json(tmp_path):
+    calibration = Calibration({1: STEP, 4: 2.2 * STEP}, draft_step_s=0.6 * STEP)
+    saved = tmp_path / "bench.json"
+    saved.write_text(json.dumps({"engine": {}, "simulated_calibration": calibration.as_dict()}))  # keys become text
+    assert calibration_from(str(saved)) == calibration
 
 
 def test_round_seconds_prices_verification_plus_the_drafters_steps():

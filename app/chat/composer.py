@@ -187,7 +187,8 @@ class Composer(QFrame):
             self,
             "Attach files",
             "",
-            "Text, code and document files (*);;PDF files (*.pdf);;Word, OpenDocument and e-book files (*.docx *.odt *.epub)",
+            "Text, code and document files (*);;PDF files (*.pdf);;Word, OpenDocument and e-book files (*.docx *.odt *.epub)"
+            ";;Jupyter notebooks (*.ipynb)",
         )
         self.attach_files(paths)
 

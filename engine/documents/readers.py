@@ -3,7 +3,8 @@
 Formats by extension: Markdown, reStructuredText, plain text, source code, HTML (its headings and
 preformatted blocks kept as Markdown), PDF (pypdf, page by page), Word (.docx, as Markdown:
 docx_reader.py), OpenDocument text (.odt, as Markdown: odt_reader.py), e-books (.epub: the chapters
-in reading order, epub_reader.py, each through the HTML reader). Anything else is not a document
+in reading order, epub_reader.py, each through the HTML reader), Jupyter notebooks (.ipynb, as
+Markdown: notebook_reader.py). Anything else is not a document
 (`format_of` says None) and is passed over, not reported: a folder of notes holds images too.
 A file that is a document but cannot be read raises UnreadableFile with the reason, for the user.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from engine.documents.docx_reader import DocxError, docx_markdown
 from engine.documents.epub_reader import EpubError, epub_chapters
+from engine.documents.notebook_reader import NotebookError, notebook_markdown
 from engine.documents.odt_reader import OdtError, odt_markdown
 from engine.errors import EngineError
 
@@ -36,6 +38,7 @@ class Format(Enum):
     DOCX = "docx"
     EPUB = "epub"
     ODT = "odt"
+    NOTEBOOK = "ipynb"
 
 
 CODE_SUFFIXES = frozenset(
@@ -95,6 +98,7 @@ SUFFIXES = {
     ".docx": Format.DOCX,
     ".epub": Format.EPUB,
     ".odt": Format.ODT,
+    ".ipynb": Format.NOTEBOOK,
     **{s: Format.CODE for s in CODE_SUFFIXES},
 }
 
@@ -147,7 +151,8 @@ def read(path: Path, size: int | None = None) -> Document:
     if fmt is None:
         raise UnreadableFile(f"{path.name}: not a kind of file Specula reads.")
     size = path.stat().st_size if size is None else size
-    limit = MAX_PDF_BYTES if fmt in (Format.PDF, Format.DOCX, Format.ODT, Format.EPUB) else MAX_TEXT_BYTES  # images
+    zipped_or_images = (Format.PDF, Format.DOCX, Format.ODT, Format.EPUB, Format.NOTEBOOK)
+    limit = MAX_PDF_BYTES if fmt in zipped_or_images else MAX_TEXT_BYTES  # images make these big
     if size > limit:
         raise UnreadableFile(
             f"{path.name}: {size / 2**20:.0f} MB, larger than the {limit // 2**20} MB read from one file."
@@ -163,6 +168,11 @@ def read(path: Path, size: int | None = None) -> Document:
         try:
             pages, fmt = [Page(odt_markdown(path))], Format.MARKDOWN
         except OdtError as e:
+            raise UnreadableFile(f"{path.name}: {e}.") from None
+    elif fmt is Format.NOTEBOOK:
+        try:
+            pages, fmt = [Page(notebook_markdown(path))], Format.MARKDOWN
+        except NotebookError as e:
             raise UnreadableFile(f"{path.name}: {e}.") from None
     elif fmt is Format.EPUB:
         try:

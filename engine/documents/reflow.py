@@ -30,8 +30,10 @@ SPACES = re.compile(r"(?<=\S) {2,}(?=\S)")
 
 
 CODE, MARKUP, TEXT = "code", "markup", "text"  # kinds of file: source code, Markdown or RST, anything else
-# HTML, Word and OpenDocument documents and e-books are read as Markdown
-MARKUP_SUFFIXES = frozenset((".md", ".markdown", ".mdx", ".rst", ".html", ".htm", ".xhtml", ".docx", ".odt", ".epub"))
+# HTML, Word and OpenDocument documents, e-books and notebooks are read as Markdown
+MARKUP_SUFFIXES = frozenset(
+    (".md", ".markdown", ".mdx", ".rst", ".html", ".htm", ".xhtml", ".docx", ".odt", ".epub", ".ipynb")
+)
 
 
 def for_prompt(path: str, text: str) -> str:

@@ -188,7 +188,7 @@ class Composer(QFrame):
             "Attach files",
             "",
             "Text, code and document files (*);;PDF files (*.pdf);;Word, OpenDocument and e-book files (*.docx *.odt *.epub)"
-            ";;Jupyter notebooks (*.ipynb)",
+            ";;PowerPoint presentations (*.pptx);;Jupyter notebooks (*.ipynb)",
         )
         self.attach_files(paths)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
-from engine.documents import grounding
+from engine.documents import grounding, readers
 
 
 @dataclass
@@ -50,11 +50,7 @@ class Source:
 
     def where(self) -> str:
         """ "report.pdf, page 3" or "notes.md, lines 10–24"."""
-        if self.page is not None:
-            return f"{self.name}, page {self.page}"
-        if self.line_start == self.line_end:
-            return f"{self.name}, line {self.line_start}"
-        return f"{self.name}, lines {self.line_start}–{self.line_end}"
+        return readers.citation(self.path, self.page, self.line_start, self.line_end)
 
 
 def mark_cited(sources: list[Source], answer: str) -> list[Source]:

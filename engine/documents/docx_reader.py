@@ -88,15 +88,15 @@ def _table(table) -> list[str]:
 
 
 def spaced(lines: list[str]) -> list[str]:
-    """A blank line between paragraphs (Markdown's paragraph break); list items and table rows kept
-    together."""
+    """A blank line between paragraphs (Markdown's paragraph break); list items (nested ones too) and
+    table rows kept together."""
     out: list[str] = []
     for line in lines:
         if not line:
             if out and out[-1]:
                 out.append("")
             continue
-        together = out and out[-1] and (line.startswith("- ") and out[-1].startswith("- "))
+        together = out and out[-1] and (line.lstrip().startswith("- ") and out[-1].lstrip().startswith("- "))
         if out and out[-1] and not together and not (line.startswith("|") and out[-1].startswith("|")):
             out.append("")
         out.append(line)

@@ -4,7 +4,8 @@ Formats by extension: Markdown, reStructuredText, plain text, source code, HTML 
 preformatted blocks kept as Markdown), PDF (pypdf, page by page), Word (.docx, as Markdown:
 docx_reader.py), OpenDocument text (.odt, as Markdown: odt_reader.py), e-books (.epub: the chapters
 in reading order, epub_reader.py, each through the HTML reader), Jupyter notebooks (.ipynb, as
-Markdown: notebook_reader.py). Anything else is not a document
+Markdown: notebook_reader.py), PowerPoint presentations (.pptx, as Markdown, a slide a page:
+pptx_reader.py). Anything else is not a document
 (`format_of` says None) and is passed over, not reported: a folder of notes holds images too.
 A file that is a document but cannot be read raises UnreadableFile with the reason, for the user.
 """
@@ -21,6 +22,7 @@ from engine.documents.docx_reader import DocxError, docx_markdown
 from engine.documents.epub_reader import EpubError, epub_chapters
 from engine.documents.notebook_reader import NotebookError, notebook_markdown
 from engine.documents.odt_reader import OdtError, odt_markdown
+from engine.documents.pptx_reader import SLIDE_SUFFIX, PptxError, pptx_slides
 from engine.errors import EngineError
 
 MAX_TEXT_BYTES = 20 * 1024 * 1024  # a text file bigger than this is a log or a dump, not a document
@@ -39,6 +41,7 @@ class Format(Enum):
     EPUB = "epub"
     ODT = "odt"
     NOTEBOOK = "ipynb"
+    PPTX = "pptx"
 
 
 CODE_SUFFIXES = frozenset(
@@ -99,8 +102,19 @@ SUFFIXES = {
     ".epub": Format.EPUB,
     ".odt": Format.ODT,
     ".ipynb": Format.NOTEBOOK,
+    ".pptx": Format.PPTX,
     **{s: Format.CODE for s in CODE_SUFFIXES},
 }
+
+
+def citation(path: str, page: int | None, line_start: int, line_end: int) -> str:
+    """Where a passage is, for a citation: "guide.pdf, page 3", "talk.pptx, slide 2" or "notes.md, lines 10–24"."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    if page is not None:
+        return f"{name}, {'slide' if name.lower().endswith(SLIDE_SUFFIX) else 'page'} {page}"
+    if line_start == line_end:
+        return f"{name}, line {line_start}"
+    return f"{name}, lines {line_start}–{line_end}"
 
 
 class UnreadableFile(EngineError):
@@ -110,7 +124,7 @@ class UnreadableFile(EngineError):
 @dataclass(frozen=True)
 class Page:
     text: str
-    number: int | None = None  # a PDF's page (from 1); None for files without pages
+    number: int | None = None  # a PDF's page or a presentation's slide (from 1); None for files without pages
 
 
 @dataclass(frozen=True)
@@ -151,7 +165,7 @@ def read(path: Path, size: int | None = None) -> Document:
     if fmt is None:
         raise UnreadableFile(f"{path.name}: not a kind of file Specula reads.")
     size = path.stat().st_size if size is None else size
-    zipped_or_images = (Format.PDF, Format.DOCX, Format.ODT, Format.EPUB, Format.NOTEBOOK)
+    zipped_or_images = (Format.PDF, Format.DOCX, Format.ODT, Format.EPUB, Format.NOTEBOOK, Format.PPTX)
     limit = MAX_PDF_BYTES if fmt in zipped_or_images else MAX_TEXT_BYTES  # images make these big
     if size > limit:
         raise UnreadableFile(
@@ -169,6 +183,12 @@ def read(path: Path, size: int | None = None) -> Document:
             pages, fmt = [Page(odt_markdown(path))], Format.MARKDOWN
         except OdtError as e:
             raise UnreadableFile(f"{path.name}: {e}.") from None
+    elif fmt is Format.PPTX:
+        try:
+            slides = pptx_slides(path)
+        except PptxError as e:
+            raise UnreadableFile(f"{path.name}: {e}.") from None
+        pages, fmt = [Page(text, number) for number, text in enumerate(slides, 1)], Format.MARKDOWN
     elif fmt is Format.NOTEBOOK:
         try:
             pages, fmt = [Page(notebook_markdown(path))], Format.MARKDOWN

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from engine.documents import cjk, vectors
+from engine.documents import cjk, readers, vectors
 from engine.documents.library import GRAMS, Library
 
 # Reciprocal rank fusion's constant (Cormack et al. 2009), for the words' and the CJK pieces' rankings,
@@ -109,12 +109,7 @@ class Hit:
 
     def where(self) -> str:
         """ "guide.pdf, page 3" or "notes.md, lines 10–24": for a citation."""
-        name = self.path.rsplit("/", 1)[-1]
-        if self.page is not None:
-            return f"{name}, page {self.page}"
-        if self.line_start == self.line_end:
-            return f"{name}, line {self.line_start}"
-        return f"{name}, lines {self.line_start}–{self.line_end}"
+        return readers.citation(self.path, self.page, self.line_start, self.line_end)
 
 
 def fts_query(question: str) -> str:

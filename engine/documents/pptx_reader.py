@@ -1,0 +1,173 @@
+"""PowerPoint presentations (.pptx) as Markdown, a slide at a time: the slide's title as a `#` line, the
+points of its body placeholders as `- ` items (indented by level), other text boxes as paragraphs,
+tables as Markdown rows, shapes inside groups in order, and the speaker notes after the slide's own
+text (they often say what the slide only hints at). Slides come in the deck's order, hidden ones too
+(they are the author's text all the same). Each slide is a page of its own, so a passage never spans
+two slides and is cited as "deck.pptx, slide 3".
+
+A .pptx is a zip of PresentationML parts (ECMA-376), read with the standard library as odt_reader.py
+reads OpenDocument: python-pptx would parse it as well, but it imports Pillow at load (some 20 MB in the
+desktop bundle) to read text that needs none. Checked before anything is parsed: not a zip (a
+password-protected presentation is an OLE file, as is an old .ppt renamed), a damaged one, no
+ppt/presentation.xml, or XML that would inflate beyond MAX_XML_BYTES (a zip bomb). expat resolves no
+external entities and refuses entity bombs.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import zipfile
+from pathlib import Path
+from xml.etree import ElementTree
+
+from engine.documents.docx_reader import OLE_MAGIC, spaced
+
+MAX_XML_BYTES = 200 * 1024 * 1024  # the uncompressed XML of one deck: a 500-slide deck is a few MB
+SLIDE_SUFFIX = ".pptx"  # the files whose pages are slides
+P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
+RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+NOTES_TYPE = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/notesSlide"
+TITLES = frozenset({"title", "ctrTitle"})
+NOT_TEXT = frozenset({"sldNum", "dt", "ftr", "hdr", "sldImg"})  # placeholders the layout fills in
+
+
+class PptxError(Exception):
+    """A .pptx that cannot be read; str() says why."""
+
+
+def pptx_slides(path: Path) -> list[str]:
+    """Each slide's text as Markdown, in the deck's order ("" for a slide without text); PptxError says
+    why the file cannot be read."""
+    with open(path, "rb") as f:
+        if f.read(8) == OLE_MAGIC:
+            raise PptxError(
+                "password-protected, or an old PowerPoint (.ppt) file: open it in PowerPoint and save it as .pptx"
+            )
+    try:
+        with zipfile.ZipFile(path) as z:
+            sizes = {i.filename: i.file_size for i in z.infolist()}
+            if "ppt/presentation.xml" not in sizes:
+                raise PptxError("not a PowerPoint presentation (no ppt/presentation.xml inside)")
+            xml = sum(size for name, size in sizes.items() if name.endswith((".xml", ".rels")))
+            if xml > MAX_XML_BYTES:
+                raise PptxError(f"its text would unpack to {xml / 2**20:.0f} MB, more than {MAX_XML_BYTES // 2**20} MB")
+            return [_slide(z, part) for part in _slide_parts(z)]
+    except zipfile.BadZipFile:
+        raise PptxError("not a PowerPoint presentation, or a damaged one (not a readable zip file)") from None
+    except (ElementTree.ParseError, KeyError) as e:
+        raise PptxError(f"a damaged PowerPoint presentation ({type(e).__name__}: {e})") from None
+
+
+def _slide_parts(z: zipfile.ZipFile) -> list[str]:
+    """The slides' part names in the order the presentation lists them."""
+    deck = ElementTree.fromstring(z.read("ppt/presentation.xml"))
+    targets = _relations(z, "ppt/presentation.xml")
+    listed = deck.find(f"{P}sldIdLst")
+    return [targets[s.get(f"{R}id")] for s in (listed if listed is not None else ())]
+
+
+def _relations(z: zipfile.ZipFile, part: str) -> dict[str, str]:
+    """A part's relationships: id -> the target's part name (resolved against the part's folder)."""
+    folder, name = posixpath.split(part)
+    rels = f"{folder}/_rels/{name}.rels"
+    if rels not in z.namelist():
+        return {}
+    found = {}
+    for rel in ElementTree.fromstring(z.read(rels)).iter(f"{RELS}Relationship"):
+        if rel.get("TargetMode") != "External":
+            found[rel.get("Id")] = posixpath.normpath(posixpath.join(folder, rel.get("Target", "")))
+    return found
+
+
+def _slide(z: zipfile.ZipFile, part: str) -> str:
+    tree = ElementTree.fromstring(z.read(part)).find(f"{P}cSld/{P}spTree")
+    titles, lines = [], []
+    for shape in _shapes(tree):
+        kind = _placeholder(shape)
+        if kind in TITLES:
+            titles.append(" ".join(_paragraph_text(p) for p in shape.iter(f"{A}p")).strip())
+        elif kind not in NOT_TEXT:
+            lines.extend(_text(shape, bulleted=kind is not None))
+    heading = [f"# {' '.join(t.split())}" for t in titles if t.strip()][:1]
+    notes = [target for rid, target in _relations(z, part).items() if _is_notes(z, part, rid)]
+    for target in notes[:1]:
+        body = ElementTree.fromstring(z.read(target)).find(f"{P}cSld/{P}spTree")
+        said = " ".join(
+            " ".join(_paragraph_text(p) for p in shape.iter(f"{A}p"))
+            for shape in _shapes(body)
+            if _placeholder(shape) == "body"
+        )
+        if said.strip():
+            lines.extend(["", "Notes: " + " ".join(said.split())])
+    return "\n".join(spaced(heading + lines)).strip()
+
+
+def _is_notes(z: zipfile.ZipFile, part: str, rid: str) -> bool:
+    folder, name = posixpath.split(part)
+    for rel in ElementTree.fromstring(z.read(f"{folder}/_rels/{name}.rels")).iter(f"{RELS}Relationship"):
+        if rel.get("Id") == rid:
+            return rel.get("Type") == NOTES_TYPE
+    return False
+
+
+def _shapes(tree):
+    """The shapes with text of a shape tree, in order, groups opened: text shapes and tables."""
+    for child in tree if tree is not None else ():
+        if child.tag == f"{P}grpSp":
+            yield from _shapes(child)
+        elif child.tag in (f"{P}sp", f"{P}graphicFrame"):
+            yield child
+
+
+def _placeholder(shape) -> str | None:
+    """The placeholder's type ("title", "body", ...; a placeholder without one is the body), None if not one."""
+    for props in (f"{P}nvSpPr", f"{P}nvGraphicFramePr"):
+        ph = shape.find(f"{props}/{P}nvPr/{P}ph")
+        if ph is not None:
+            return ph.get("type", "body")
+    return None
+
+
+def _text(shape, bulleted: bool) -> list[str]:
+    table = shape.find(f".//{A}tbl")
+    if table is not None:
+        return [*_table(table), ""]
+    body = shape.find(f"{P}txBody")
+    lines = []
+    for paragraph in body.findall(f"{A}p") if body is not None else ():
+        text = " ".join(_paragraph_text(paragraph).split())
+        if not text:
+            lines.append("")
+        elif bulleted:
+            props = paragraph.find(f"{A}pPr")
+            level = int(props.get("lvl", "0")) if props is not None and props.get("lvl", "0").isdigit() else 0
+            lines.append("  " * min(level, 8) + "- " + text)
+        else:
+            lines.append(text)
+    return [*lines, ""]
+
+
+def _paragraph_text(paragraph) -> str:
+    """A paragraph's runs, fields and line breaks, as text."""
+    parts = []
+    for child in paragraph:
+        if child.tag in (f"{A}r", f"{A}fld"):
+            parts.append("".join(t.text or "" for t in child.iter(f"{A}t")))
+        elif child.tag == f"{A}br":
+            parts.append(" ")
+    return "".join(parts)
+
+
+def _table(table) -> list[str]:
+    rows = []
+    for i, row in enumerate(table.findall(f"{A}tr")):
+        cells = [
+            " ".join(" ".join(_paragraph_text(p) for p in cell.iter(f"{A}p")).split()).replace("|", "\\|")
+            for cell in row.findall(f"{A}tc")
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+        if i == 0:
+            rows.append("|" + " --- |" * len(cells))
+    return rows

@@ -6,7 +6,6 @@ of the folder is indexed."""
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,8 @@ from app.core import attachments as files
 from app.core.attachments import AttachmentError
 from engine.documents import readers, retrieval
 from engine.documents.docx_reader import OLE_MAGIC
-from engine.documents.pptx_reader import MAX_XML_BYTES
-from tests.indexed_folder import indexed_folder
+from engine.documents.office_zip import MAX_XML_BYTES
+from tests.indexed_folder import broken_beside, indexed_folder, padded_to_bomb
 
 
 def make_deck(path: Path) -> Path:
@@ -74,10 +73,7 @@ def test_presentations_are_indexed_searched_and_cited_by_slide_and_bad_ones_are_
     folder = tmp_path / "talks"
     folder.mkdir()
     make_deck(folder / "bridges.pptx")
-    (folder / "locked.pptx").write_bytes(OLE_MAGIC + bytes(512))  # an encrypted deck is an OLE file
-    (folder / "cut.pptx").write_bytes((folder / "bridges.pptx").read_bytes()[:700])  # a cut download
-    with zipfile.ZipFile(folder / "photos.pptx", "w") as z:  # a zip, but no presentation
-        z.writestr("photo.txt", "hello")
+    broken_beside(folder / "bridges.pptx")
     library, report, reasons = indexed_folder(tmp_path, folder)
     assert report.read == 1
     assert "password-protected, or an old PowerPoint (.ppt)" in reasons["locked.pptx"]
@@ -89,14 +85,7 @@ def test_presentations_are_indexed_searched_and_cited_by_slide_and_bad_ones_are_
 
 
 def test_a_zip_bomb_is_refused_before_it_is_unpacked(tmp_path):
-    bomb = make_deck(tmp_path / "bomb.pptx")
-    with (
-        zipfile.ZipFile(bomb, "a", zipfile.ZIP_DEFLATED) as z,
-        z.open("ppt/slides/padding.xml", "w", force_zip64=True) as f,
-    ):
-        for _ in range(MAX_XML_BYTES // (1 << 20) + 1):
-            f.write(b" " * (1 << 20))
-    assert bomb.stat().st_size < 2 << 20  # a couple of MB on disk
+    bomb = padded_to_bomb(make_deck(tmp_path / "bomb.pptx"), "ppt/slides/padding.xml", MAX_XML_BYTES)
     with pytest.raises(readers.UnreadableFile, match="would unpack to"):
         readers.read(bomb)
 

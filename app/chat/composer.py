@@ -188,7 +188,7 @@ class Composer(QFrame):
             "Attach files",
             "",
             "Text, code and document files (*);;PDF files (*.pdf);;Word, OpenDocument and e-book files (*.docx *.odt *.epub)"
-            ";;PowerPoint presentations (*.pptx);;Jupyter notebooks (*.ipynb)",
+            ";;PowerPoint and Excel files (*.pptx *.xlsx);;Jupyter notebooks (*.ipynb)",
         )
         self.attach_files(paths)
 

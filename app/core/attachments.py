@@ -1,5 +1,6 @@
 """Files attached to a message: read as text (PDFs through pypdf; Word, OpenDocument and e-book files and
-Jupyter notebooks and PowerPoint presentations as Markdown through the document library's readers), refused with a reason, quoted into the prompt.
+Jupyter notebooks, PowerPoint presentations and Excel workbooks as Markdown through the document library's
+readers), refused with a reason, quoted into the prompt.
 
 An attachment is stored with its message as its text, not as a path: the file may move or change,
 and the conversation must read back (and be answered again) the same. Qt-free.
@@ -16,8 +17,8 @@ from engine.documents import readers
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_PDF_BYTES = 20 * 1024 * 1024  # PDFs and the zipped documents below: images make them big
 # Read as Markdown, as a collection reads them
-DOCUMENT_SUFFIXES = frozenset({".docx", ".odt", ".epub", ".ipynb", ".pptx"})
-KINDS = "text, code, PDF, Word, OpenDocument, PowerPoint, e-book (.epub) and notebook (.ipynb) files"
+DOCUMENT_SUFFIXES = frozenset({".docx", ".odt", ".epub", ".ipynb", ".pptx", ".xlsx"})
+KINDS = "text, code, PDF, Word, OpenDocument, PowerPoint, Excel, e-book (.epub) and notebook (.ipynb) files"
 # The text kept from one file: ~50k tokens, more than a small model's whole context.
 MAX_TEXT_CHARS = 200_000
 
@@ -39,7 +40,7 @@ class AttachmentError(Exception):
 class Attachment:
     name: str  # the file's name (no folder)
     text: str  # its content as text (a PDF's extracted text)
-    kind: str = "text"  # "text", "pdf" or "document" (Word, OpenDocument, PowerPoint, e-book, notebook: Markdown)
+    kind: str = "text"  # "text", "pdf" or "document" (Word, OpenDocument, Office, e-book, notebook: Markdown)
     size: int = 0  # the file's size in bytes
 
     def to_dict(self) -> dict:

@@ -7,23 +7,22 @@ two slides and is cited as "deck.pptx, slide 3".
 
 A .pptx is a zip of PresentationML parts (ECMA-376), read with the standard library as odt_reader.py
 reads OpenDocument: python-pptx would parse it as well, but it imports Pillow at load (some 20 MB in the
-desktop bundle) to read text that needs none. Checked before anything is parsed: not a zip (a
-password-protected presentation is an OLE file, as is an old .ppt renamed), a damaged one, no
-ppt/presentation.xml, or XML that would inflate beyond MAX_XML_BYTES (a zip bomb). expat resolves no
-external entities and refuses entity bombs.
+desktop bundle) to read text that needs none. Checked before anything is parsed (office_zip.py: a
+password-protected file, an old .ppt, a damaged zip, a zip bomb); expat resolves no external entities
+and refuses entity bombs.
 """
 
 from __future__ import annotations
 
 import posixpath
 import zipfile
+import zlib
 from pathlib import Path
 from xml.etree import ElementTree
 
-from engine.documents.docx_reader import OLE_MAGIC, spaced
+from engine.documents.docx_reader import spaced
+from engine.documents.office_zip import OfficeFileError, checked_zip
 
-MAX_XML_BYTES = 200 * 1024 * 1024  # the uncompressed XML of one deck: a 500-slide deck is a few MB
-SLIDE_SUFFIX = ".pptx"  # the files whose pages are slides
 P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
@@ -33,31 +32,14 @@ TITLES = frozenset({"title", "ctrTitle"})
 NOT_TEXT = frozenset({"sldNum", "dt", "ftr", "hdr", "sldImg"})  # placeholders the layout fills in
 
 
-class PptxError(Exception):
-    """A .pptx that cannot be read; str() says why."""
-
-
 def pptx_slides(path: Path) -> list[str]:
-    """Each slide's text as Markdown, in the deck's order ("" for a slide without text); PptxError says
-    why the file cannot be read."""
-    with open(path, "rb") as f:
-        if f.read(8) == OLE_MAGIC:
-            raise PptxError(
-                "password-protected, or an old PowerPoint (.ppt) file: open it in PowerPoint and save it as .pptx"
-            )
+    """Each slide's text as Markdown, in the deck's order ("" for a slide without text); OfficeFileError
+    says why the file cannot be read."""
     try:
-        with zipfile.ZipFile(path) as z:
-            sizes = {i.filename: i.file_size for i in z.infolist()}
-            if "ppt/presentation.xml" not in sizes:
-                raise PptxError("not a PowerPoint presentation (no ppt/presentation.xml inside)")
-            xml = sum(size for name, size in sizes.items() if name.endswith((".xml", ".rels")))
-            if xml > MAX_XML_BYTES:
-                raise PptxError(f"its text would unpack to {xml / 2**20:.0f} MB, more than {MAX_XML_BYTES // 2**20} MB")
+        with checked_zip(path, "ppt/presentation.xml", "PowerPoint presentation", "PowerPoint", ".ppt") as z:
             return [_slide(z, part) for part in _slide_parts(z)]
-    except zipfile.BadZipFile:
-        raise PptxError("not a PowerPoint presentation, or a damaged one (not a readable zip file)") from None
-    except (ElementTree.ParseError, KeyError) as e:
-        raise PptxError(f"a damaged PowerPoint presentation ({type(e).__name__}: {e})") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, ElementTree.ParseError, KeyError) as e:
+        raise OfficeFileError(f"a damaged PowerPoint presentation ({type(e).__name__}: {e})") from None
 
 
 def _slide_parts(z: zipfile.ZipFile) -> list[str]:

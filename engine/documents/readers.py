@@ -5,7 +5,7 @@ preformatted blocks kept as Markdown), PDF (pypdf, page by page), Word (.docx, a
 docx_reader.py), OpenDocument text (.odt, as Markdown: odt_reader.py), e-books (.epub: the chapters
 in reading order, epub_reader.py, each through the HTML reader), Jupyter notebooks (.ipynb, as
 Markdown: notebook_reader.py), PowerPoint presentations (.pptx, as Markdown, a slide a page:
-pptx_reader.py). Anything else is not a document
+pptx_reader.py) and Excel workbooks (.xlsx, a sheet a page of Markdown tables: xlsx_reader.py). Anything else is not a document
 (`format_of` says None) and is passed over, not reported: a folder of notes holds images too.
 A file that is a document but cannot be read raises UnreadableFile with the reason, for the user.
 """
@@ -22,12 +22,15 @@ from engine.documents.docx_reader import DocxError, docx_markdown
 from engine.documents.epub_reader import EpubError, epub_chapters
 from engine.documents.notebook_reader import NotebookError, notebook_markdown
 from engine.documents.odt_reader import OdtError, odt_markdown
-from engine.documents.pptx_reader import SLIDE_SUFFIX, PptxError, pptx_slides
+from engine.documents.office_zip import OfficeFileError
+from engine.documents.pptx_reader import pptx_slides
+from engine.documents.xlsx_reader import xlsx_sheets
 from engine.errors import EngineError
 
 MAX_TEXT_BYTES = 20 * 1024 * 1024  # a text file bigger than this is a log or a dump, not a document
 MAX_PDF_BYTES = 300 * 1024 * 1024
 MAX_CHARS = 10_000_000  # of text from one file (a PDF's text is far smaller than the file)
+PAGE_WORDS = {".pptx": "slide", ".xlsx": "sheet"}  # what a file's pages are called in a citation
 
 
 class Format(Enum):
@@ -42,7 +45,11 @@ class Format(Enum):
     ODT = "odt"
     NOTEBOOK = "ipynb"
     PPTX = "pptx"
+    XLSX = "xlsx"
 
+
+# Office files read a page of Markdown per slide or sheet.
+PAGED = {Format.PPTX: pptx_slides, Format.XLSX: xlsx_sheets}
 
 CODE_SUFFIXES = frozenset(
     [
@@ -103,15 +110,17 @@ SUFFIXES = {
     ".odt": Format.ODT,
     ".ipynb": Format.NOTEBOOK,
     ".pptx": Format.PPTX,
+    ".xlsx": Format.XLSX,
     **{s: Format.CODE for s in CODE_SUFFIXES},
 }
 
 
 def citation(path: str, page: int | None, line_start: int, line_end: int) -> str:
-    """Where a passage is, for a citation: "guide.pdf, page 3", "talk.pptx, slide 2" or "notes.md, lines 10–24"."""
+    """Where a passage is, for a citation: "guide.pdf, page 3", "talk.pptx, slide 2", "budget.xlsx, sheet 1"
+    or "notes.md, lines 10–24"."""
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
     if page is not None:
-        return f"{name}, {'slide' if name.lower().endswith(SLIDE_SUFFIX) else 'page'} {page}"
+        return f"{name}, {PAGE_WORDS.get(Path(name).suffix.lower(), 'page')} {page}"
     if line_start == line_end:
         return f"{name}, line {line_start}"
     return f"{name}, lines {line_start}–{line_end}"
@@ -165,7 +174,7 @@ def read(path: Path, size: int | None = None) -> Document:
     if fmt is None:
         raise UnreadableFile(f"{path.name}: not a kind of file Specula reads.")
     size = path.stat().st_size if size is None else size
-    zipped_or_images = (Format.PDF, Format.DOCX, Format.ODT, Format.EPUB, Format.NOTEBOOK, Format.PPTX)
+    zipped_or_images = (Format.PDF, Format.DOCX, Format.ODT, Format.EPUB, Format.NOTEBOOK, Format.PPTX, Format.XLSX)
     limit = MAX_PDF_BYTES if fmt in zipped_or_images else MAX_TEXT_BYTES  # images make these big
     if size > limit:
         raise UnreadableFile(
@@ -183,12 +192,12 @@ def read(path: Path, size: int | None = None) -> Document:
             pages, fmt = [Page(odt_markdown(path))], Format.MARKDOWN
         except OdtError as e:
             raise UnreadableFile(f"{path.name}: {e}.") from None
-    elif fmt is Format.PPTX:
+    elif fmt in PAGED:  # a presentation's slides, a workbook's sheets
         try:
-            slides = pptx_slides(path)
-        except PptxError as e:
+            parts = PAGED[fmt](path)
+        except OfficeFileError as e:
             raise UnreadableFile(f"{path.name}: {e}.") from None
-        pages, fmt = [Page(text, number) for number, text in enumerate(slides, 1)], Format.MARKDOWN
+        pages, fmt = [Page(text, number) for number, text in enumerate(parts, 1)], Format.MARKDOWN
     elif fmt is Format.NOTEBOOK:
         try:
             pages, fmt = [Page(notebook_markdown(path))], Format.MARKDOWN

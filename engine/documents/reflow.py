@@ -30,9 +30,10 @@ SPACES = re.compile(r"(?<=\S) {2,}(?=\S)")
 
 
 CODE, MARKUP, TEXT = "code", "markup", "text"  # kinds of file: source code, Markdown or RST, anything else
-# HTML, Word, OpenDocument and PowerPoint documents, e-books and notebooks are read as Markdown
+# HTML, Word, OpenDocument, PowerPoint and Excel documents, e-books and notebooks are read as Markdown
 MARKUP_SUFFIXES = frozenset(
-    (".md", ".markdown", ".mdx", ".rst", ".html", ".htm", ".xhtml", ".docx", ".odt", ".epub", ".ipynb", ".pptx")
+    [".md", ".markdown", ".mdx", ".rst", ".html", ".htm", ".xhtml"]
+    + [".docx", ".odt", ".epub", ".ipynb", ".pptx", ".xlsx"]
 )
 
 

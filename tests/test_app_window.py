@@ -164,9 +164,14 @@ def test_token_colours_legend_and_tooltips(qtbot, make_window, smollm2_path):
     answer = ask(qtbot, window, "List the first ten prime numbers.")
     widget = window.chat_view.message_widget(answer.id)
     assert not window.header.legend.isVisible()
+    title_width = window.header.title_label.width()
     qtbot.keyClick(window.composer.input, Qt.Key.Key_T, Qt.KeyboardModifier.ControlModifier)
     assert window.header.colours_button.isChecked() and window.header.legend.isVisible()
     assert "draft model" in window.header.legend.text() and "prompt lookup" in window.header.legend.text()
+    # The legend has a line of its own: the chat's title beside the model picker keeps its room.
+    QGuiApplication.processEvents()
+    assert window.header.legend.y() > window.header.title_label.y()
+    assert window.header.title_label.width() == title_width
     assert widget.body.colours
     sources = {t.source for t in answer.tokens}
     assert "draft" in sources  # the target drafting for itself is accepted

@@ -1,11 +1,12 @@
-"""The bar above the chat: its title, the model picker, the token-colour legend and switch, Settings."""
+"""The bar above the chat: its title, the model picker, the token-colour switch and Settings; while token
+colours are on, their legend on a line of its own below (beside the title it left the title a letter)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from app.chat.model_picker import ModelPicker
 from app.ui import theme
@@ -24,8 +25,11 @@ class ChatHeader(QWidget):
     def __init__(self, library: Callable, parent: QWidget | None = None):
         """library: the ModelLibrary, when the picker first needs it."""
         super().__init__(parent)
-        row = QHBoxLayout(self)
-        row.setContentsMargins(12, 6, 8, 6)
+        rows = QVBoxLayout(self)
+        rows.setContentsMargins(12, 6, 8, 6)
+        rows.setSpacing(4)
+        row = QHBoxLayout()
+        rows.addLayout(row)
         self.title_label = ElidedLabel()  # a long title gives way: the buttons beside it stay
         font = self.title_label.font()
         font.setBold(True)
@@ -35,7 +39,9 @@ class ChatHeader(QWidget):
         row.addWidget(self.model_picker, 3)
         self.legend = QLabel()
         self.legend.setToolTip("Token colours: who proposed each token of the answers")
-        row.addWidget(self.legend)
+        self.legend.setWordWrap(True)  # a narrow window wraps the chips rather than widening itself
+        self.legend.setAlignment(Qt.AlignmentFlag.AlignRight)
+        rows.addWidget(self.legend)
         self.colours_button = QToolButton()
         self.colours_button.setText("Token colours")
         self.colours_button.setCheckable(True)
@@ -66,9 +72,11 @@ class ChatHeader(QWidget):
         chips = []
         for source in LEGEND_SOURCES:
             colour = theme.css(theme.token_background(source, pal))
-            chips.append(f"<span style='background:{colour}'>&nbsp;{theme.SOURCE_LABELS[source]}&nbsp;</span>")
-        chips.append("target (no colour)")
-        self.legend.setText("&nbsp;&nbsp;".join(chips))
+            # A chip never breaks; a narrow window wraps the line between chips.
+            style = f"background:{colour}; white-space:nowrap"
+            chips.append(f"<span style='{style}'>&nbsp;{theme.SOURCE_LABELS[source]}&nbsp;</span>")
+        chips.append("<span style='white-space:nowrap'>target (no colour)</span>")
+        self.legend.setText("&nbsp; ".join(chips))
         self.legend.setVisible(True)
 
     def changeEvent(self, event) -> None:

@@ -4,12 +4,15 @@ that makes it this kind of file, and not a zip bomb (its XML would inflate beyon
 
 from __future__ import annotations
 
+import posixpath
 import zipfile
 from pathlib import Path
+from xml.etree import ElementTree
 
 from engine.documents.docx_reader import OLE_MAGIC
 
 MAX_XML_BYTES = 200 * 1024 * 1024  # the uncompressed XML of one file: a 500-slide deck is a few MB
+RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 
 
 class OfficeFileError(Exception):
@@ -38,3 +41,19 @@ def checked_zip(path: Path, main_part: str, kind: str, program: str, old_suffix:
         z.close()
         raise OfficeFileError(f"its text would unpack to {xml / 2**20:.0f} MB, more than {MAX_XML_BYTES // 2**20} MB")
     return z
+
+
+def relations(z: zipfile.ZipFile, part: str) -> dict[str, tuple[str, str]]:
+    """A part's relationships inside the package: id -> (the target's part name, the relationship's type).
+    A target is relative to the part's folder, or absolute from the package's root."""
+    folder, name = posixpath.split(part)
+    rels = f"{folder}/_rels/{name}.rels"
+    if rels not in z.namelist():
+        return {}
+    found = {}
+    for rel in ElementTree.fromstring(z.read(rels)).iter(f"{RELS}Relationship"):
+        target = rel.get("Target", "")
+        if rel.get("TargetMode") != "External":
+            where = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
+            found[rel.get("Id")] = (posixpath.normpath(where), rel.get("Type", ""))
+    return found

@@ -14,19 +14,17 @@ and refuses entity bombs.
 
 from __future__ import annotations
 
-import posixpath
 import zipfile
 import zlib
 from pathlib import Path
 from xml.etree import ElementTree
 
 from engine.documents.docx_reader import spaced
-from engine.documents.office_zip import OfficeFileError, checked_zip
+from engine.documents.office_zip import OfficeFileError, checked_zip, relations
 
 P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
-RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 NOTES_TYPE = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/notesSlide"
 TITLES = frozenset({"title", "ctrTitle"})
 NOT_TEXT = frozenset({"sldNum", "dt", "ftr", "hdr", "sldImg"})  # placeholders the layout fills in
@@ -45,22 +43,9 @@ def pptx_slides(path: Path) -> list[str]:
 def _slide_parts(z: zipfile.ZipFile) -> list[str]:
     """The slides' part names in the order the presentation lists them."""
     deck = ElementTree.fromstring(z.read("ppt/presentation.xml"))
-    targets = _relations(z, "ppt/presentation.xml")
+    targets = relations(z, "ppt/presentation.xml")
     listed = deck.find(f"{P}sldIdLst")
-    return [targets[s.get(f"{R}id")] for s in (listed if listed is not None else ())]
-
-
-def _relations(z: zipfile.ZipFile, part: str) -> dict[str, str]:
-    """A part's relationships: id -> the target's part name (resolved against the part's folder)."""
-    folder, name = posixpath.split(part)
-    rels = f"{folder}/_rels/{name}.rels"
-    if rels not in z.namelist():
-        return {}
-    found = {}
-    for rel in ElementTree.fromstring(z.read(rels)).iter(f"{RELS}Relationship"):
-        if rel.get("TargetMode") != "External":
-            found[rel.get("Id")] = posixpath.normpath(posixpath.join(folder, rel.get("Target", "")))
-    return found
+    return [targets[s.get(f"{R}id")][0] for s in (listed if listed is not None else ())]
 
 
 def _slide(z: zipfile.ZipFile, part: str) -> str:
@@ -73,7 +58,7 @@ def _slide(z: zipfile.ZipFile, part: str) -> str:
         elif kind not in NOT_TEXT:
             lines.extend(_text(shape, bulleted=kind is not None))
     heading = [f"# {' '.join(t.split())}" for t in titles if t.strip()][:1]
-    notes = [target for rid, target in _relations(z, part).items() if _is_notes(z, part, rid)]
+    notes = [target for target, kind in relations(z, part).values() if kind == NOTES_TYPE]
     for target in notes[:1]:
         body = ElementTree.fromstring(z.read(target)).find(f"{P}cSld/{P}spTree")
         said = " ".join(
@@ -84,14 +69,6 @@ def _slide(z: zipfile.ZipFile, part: str) -> str:
         if said.strip():
             lines.extend(["", "Notes: " + " ".join(said.split())])
     return "\n".join(spaced(heading + lines)).strip()
-
-
-def _is_notes(z: zipfile.ZipFile, part: str, rid: str) -> bool:
-    folder, name = posixpath.split(part)
-    for rel in ElementTree.fromstring(z.read(f"{folder}/_rels/{name}.rels")).iter(f"{RELS}Relationship"):
-        if rel.get("Id") == rid:
-            return rel.get("Type") == NOTES_TYPE
-    return False
 
 
 def _shapes(tree):

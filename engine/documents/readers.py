@@ -5,8 +5,9 @@ preformatted blocks kept as Markdown), PDF (pypdf, page by page), Word (.docx, a
 docx_reader.py), OpenDocument text (.odt, as Markdown: odt_reader.py), e-books (.epub: the chapters
 in reading order, epub_reader.py, each through the HTML reader), Jupyter notebooks (.ipynb, as
 Markdown: notebook_reader.py), PowerPoint presentations (.pptx, as Markdown, a slide a page:
-pptx_reader.py) and Excel workbooks (.xlsx, a sheet a page of Markdown tables: xlsx_reader.py). Anything else is not a document
-(`format_of` says None) and is passed over, not reported: a folder of notes holds images too.
+pptx_reader.py) and Excel workbooks (.xlsx, a sheet a page of Markdown tables: xlsx_reader.py).
+Anything else is not a document (`format_of` says None) and is passed over, not reported: a folder
+of notes holds images too.
 A file that is a document but cannot be read raises UnreadableFile with the reason, for the user.
 """
 

@@ -14,18 +14,16 @@ a zip bomb); expat resolves no external entities and refuses entity bombs.
 
 from __future__ import annotations
 
-import posixpath
 import re
 import zipfile
 import zlib
 from pathlib import Path
 from xml.etree import ElementTree
 
-from engine.documents.office_zip import OfficeFileError, checked_zip
+from engine.documents.office_zip import OfficeFileError, checked_zip, relations
 
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
-RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 CELL_REF = re.compile(r"([A-Z]+)(\d+)$")
 
 
@@ -43,12 +41,8 @@ def xlsx_sheets(path: Path) -> list[str]:
 def _sheet_parts(z: zipfile.ZipFile) -> list[tuple[str, str]]:
     """(name, part) of each sheet, in the workbook's order."""
     workbook = ElementTree.fromstring(z.read("xl/workbook.xml"))
-    targets = {}
-    for rel in ElementTree.fromstring(z.read("xl/_rels/workbook.xml.rels")).iter(f"{RELS}Relationship"):
-        target = rel.get("Target", "")
-        # Targets are relative to xl/, or absolute from the package's root.
-        targets[rel.get("Id")] = target.lstrip("/") if target.startswith("/") else posixpath.join("xl", target)
-    return [(sheet.get("name", ""), targets[sheet.get(f"{R}id")]) for sheet in workbook.iter(f"{S}sheet")]
+    targets = relations(z, "xl/workbook.xml")
+    return [(sheet.get("name", ""), targets[sheet.get(f"{R}id")][0]) for sheet in workbook.iter(f"{S}sheet")]
 
 
 def _shared_strings(z: zipfile.ZipFile) -> list[str]:

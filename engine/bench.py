@@ -516,8 +516,12 @@ def summarise(runs: list[Run], prompts: list[dict], configs: list[str], match, f
     """Speedups over plain, the oracle and auto against it, the footer estimate's error (unless
     estimates is False: simulated costs), the anchor ratio, and the goals."""
 
+    def run_of(prompt, config, temp):
+        return next((r for r in runs if (r.prompt, r.config, r.temperature) == (prompt, config, temp)), None)
+
     def rate(prompt, config, temp):
-        return next((r.decode_tps for r in runs if (r.prompt, r.config, r.temperature) == (prompt, config, temp)), None)
+        run = run_of(prompt, config, temp)
+        return run.decode_tps if run else None
 
     temps = sorted({r.temperature for r in runs})
     speedups: dict[str, dict[str, list[float]]] = {}
@@ -550,6 +554,11 @@ def summarise(runs: list[Run], prompts: list[dict], configs: list[str], match, f
             if "plain" in per_config:  # no speedups without plain
                 best, x = oracle_choice(per_config)
                 oracle[t][p["id"]] = {"config": best, "speedup": x}
+                auto_run, best_run = run_of(p["id"], "auto", temp), run_of(p["id"], best, temp)
+                if auto_run and best_run:
+                    # Speeds of two different answers compare different work: at T = 0 a near tie that
+                    # rounds the other way in a wider batch (README, What lossless means), above 0 a draw.
+                    oracle[t][p["id"]]["same_text"] = auto_run.text == best_run.text
         auto = speedups.get(f"auto@{t}", {})
         auto_vs_oracle[t] = {i: auto[i] / o["speedup"] for i, o in oracle[t].items() if i in auto}
         ids = list(auto_vs_oracle[t])
@@ -631,16 +640,25 @@ def print_oracle_table(summary: dict) -> None:
     if not any(summary.get("auto_vs_oracle", {}).values()):
         return
     print("\n# auto vs the oracle (the best fixed configuration per prompt)")
-    print(f"{'prompt':16} {'T':>4} {'auto':>7} {'oracle':>7} {'config':10} {'auto/oracle':>11} {'est. err':>8}")
+    print(
+        f"{'prompt':16} {'T':>4} {'auto':>7} {'oracle':>7} {'config':10} {'auto/oracle':>11} {'est. err':>8}  answers"
+    )
     for t, per_prompt in summary["auto_vs_oracle"].items():
         auto = summary["speedup_vs_plain"][f"auto@{t}"]
         errors = summary["estimate_error"].get(f"auto@{t}", {})
         for i, share in per_prompt.items():
             o = summary["oracle"][t][i]
             err = f"{errors[i]:+8.1%}" if i in errors else f"{'-':>8}"
-            print(f"{i:16} {t[1:]:>4} {auto[i]:6.2f}x {o['speedup']:6.2f}x {o['config']:10} {share:11.3f} {err}")
+            texts = {True: "same", False: "differ"}.get(o.get("same_text"), "-")
+            print(
+                f"{i:16} {t[1:]:>4} {auto[i]:6.2f}x {o['speedup']:6.2f}x {o['config']:10} {share:11.3f} {err}  {texts}"
+            )
     for t, g in summary["geomean"].items():
         print(f"geomean @{t}: auto {g['auto']:.3f}x, oracle {g['oracle']:.3f}x, auto/oracle {g['auto_vs_oracle']:.3f}")
+        judged = [o for o in summary["oracle"][t].values() if "same_text" in o]
+        differ = sum(not o["same_text"] for o in judged)
+        if differ:
+            print(f"  auto and the oracle wrote different answers on {differ} of {len(judged)} prompts at {t}")
 
 
 def print_summary(summary: dict) -> None:

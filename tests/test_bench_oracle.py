@@ -14,6 +14,7 @@ from engine.bench import (
     frozen_costs,
     geomean,
     oracle_choice,
+    print_oracle_table,
     round_seconds,
     simulated_rate,
     summarise,
@@ -113,15 +114,15 @@ def test_geomean():
     assert geomean([]) is None
 
 
-def run(prompt: str, config: str, temp: float, tps: float, estimated: float = 0.0) -> Run:
-    return Run(prompt, config, temp, n_tokens=64, decode_tps=tps, estimated=estimated)
+def run(prompt: str, config: str, temp: float, tps: float, estimated: float = 0.0, text: str = "") -> Run:
+    return Run(prompt, config, temp, n_tokens=64, decode_tps=tps, estimated=estimated, text=text)
 
 
-def test_summarise_judges_auto_against_the_oracle():
+def test_summarise_judges_auto_against_the_oracle(capsys):
     configs = ["plain", "draft-k4", "lookup", "auto"]
     runs = [
         run("a", "plain", 0.0, 30.0),
-        run("a", "draft-k4", 0.0, 45.0),
+        run("a", "draft-k4", 0.0, 45.0, text="the answer, rounded another way"),
         run("a", "lookup", 0.0, 33.0),
         run("a", "auto", 0.0, 42.0, estimated=1.5),
         run("b", "plain", 0.0, 30.0),
@@ -130,9 +131,9 @@ def test_summarise_judges_auto_against_the_oracle():
         run("b", "auto", 0.0, 30.0, estimated=1.0),
     ]
     s = summarise(runs, [{"id": "a"}, {"id": "b"}], configs, None, None)
-    assert s["oracle"]["T0"] == {
-        "a": {"config": "draft-k4", "speedup": pytest.approx(1.5)},
-        "b": {"config": "plain", "speedup": pytest.approx(1.0)},
+    assert s["oracle"]["T0"] == {  # whether auto wrote the oracle's answer: speeds of two answers compare less
+        "a": {"config": "draft-k4", "speedup": pytest.approx(1.5), "same_text": False},
+        "b": {"config": "plain", "speedup": pytest.approx(1.0), "same_text": True},
     }
     assert s["auto_vs_oracle"]["T0"] == {"a": pytest.approx(1.4 / 1.5), "b": pytest.approx(1.0)}
     g = s["geomean"]["T0"]
@@ -144,6 +145,9 @@ def test_summarise_judges_auto_against_the_oracle():
     assert goals["geomean auto >= 0.97x geomean oracle (min over temperatures)"] == pytest.approx(math.sqrt(1.4 / 1.5))
     assert goals["auto >= 0.97x plain on every prompt (min)"] == pytest.approx(1.0)
     assert goals["auto: |estimate / measured - 1| <= 0.10 on every prompt (max)"] == pytest.approx(1.5 / 1.4 - 1)
+    print_oracle_table(s)
+    table = capsys.readouterr().out
+    assert "differ" in table and "different answers on 1 of 2 prompts at T0" in table
     # With simulated costs the footer's wall-clock estimate is not compared.
     simulated = summarise(runs, [{"id": "a"}, {"id": "b"}], configs, None, None, estimates=False)
     assert simulated["estimate_error"] == {}

@@ -119,6 +119,40 @@ def test_the_first_round_is_never_drafted_and_a_fixed_k_is_kept():
     assert all(r.draft_length == 3 for r in rest[:-1])
 
 
+class EndingTarget(RuleTarget):
+    """A stand-in target that ends its answer (token 0) after token 25: 3 -> 17, 25, end."""
+
+    def eval(self, tokens, n_logits=1, checkpoint=None):
+        self.widths = [*getattr(self, "widths", []), n_logits]
+        logits = super().eval(tokens, n_logits, checkpoint)
+        for row, token in enumerate(tokens[len(tokens) - n_logits :] if n_logits else []):
+            if token == 25:
+                logits[row] = 0.0
+                logits[row, 0] = 10.0
+        return logits
+
+
+class RunOnOracle(Oracle):
+    """Drafts the ending target's tokens, and past its end as a draft model goes on after an end token."""
+
+    def draft(self, context, k, sampling, rng, p_min, joint=False):
+        tokens = []
+        while len(tokens) < k:
+            last = (tokens or context)[-1]
+            tokens.append(0 if last == 25 else follow(last))
+        return Draft(self.kind, k, tokens, [None] * k, source=self.source)
+
+
+def test_nothing_after_a_drafted_end_token_is_verified():
+    s = Speculator(EndingTarget(), costs=CostModel(GPU_COSTS))
+    s.drafters.append(RunOnOracle())
+    _, done = answer(s, SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=8))
+    assert done.text == "t17 t25 " and done.stats.n_tokens == 2
+    # The second round drafted 25 and the end, not the 6 tokens after it: 3 rows verified, not 9.
+    assert [(r.draft_length, r.drafted, r.accepted) for r in done.stats.rounds] == [(0, 0, 0), (8, 2, 2)]
+    assert s.target.widths[-1] == 3
+
+
 def test_a_mode_that_does_not_ask_a_drafter_leaves_it_out():
     oracle = Oracle()
     _, done = answer(speculator(oracle), SpecParams(mode=DrafterMode.LOOKUP, draft_length=4))

@@ -140,6 +140,10 @@ def test_eos_inside_a_draft_ends_the_answer_there(small_engine, monkeypatch):
         if any(t in eog for d in drafts for t in d):
             break
     assert any(t in eog for d in drafts for t in d), "no draft length made the draft model draft the EOS"
+    # It stops there: what it drafted after the end would be verified and never used.
+    ended = [d for d in drafts if any(t in eog for t in d)]
+    assert all(next(i for i, t in enumerate(d) if t in eog) == len(d) - 1 for d in ended)
+    assert done.stats.n_accepted <= done.stats.n_tokens + 1  # drafts kept are the answer's, and its end
     assert done.finish_reason == FinishReason.STOP
     assert not any(t.token in eog for t in tokens)
     assert len(tokens) < 64

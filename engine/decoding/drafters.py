@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -59,6 +59,14 @@ class Draft:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    def end_at(self, is_end: Callable[[int], bool]) -> None:
+        """Drop what follows the first token that ends the answer: it ends the answer if accepted, so
+        verifying more is paid for and never used (a draft model at an answer's end, or lookup
+        continuing into the prompt's next turn, runs on past it)."""
+        end = next((i for i, token in enumerate(self.tokens) if is_end(token)), None)
+        if end is not None:
+            del self.tokens[end + 1 :], self.p_draft[end + 1 :], self.confidence[end + 1 :]
 
 
 NO_DRAFT = Draft(DrafterKind.NONE)
@@ -457,8 +465,8 @@ class DraftModelDrafter(ModelDrafter):
             keep = CheckpointKind.ROUND if step == 0 and self.runner.memory.needs_checkpoints else None
             logits = self.runner.eval(seq, 1, checkpoint=keep)[0]
             draft.n_steps += 1
-            if not _take(draft, logits, sampling, rng, p_min):
-                break
+            if not _take(draft, logits, sampling, rng, p_min) or self.runner.is_eog(draft.tokens[-1]):
+                break  # unsure, or the answer would end here (nothing after it is ever used)
             seq.append(draft.tokens[-1])
 
     def measured_step_s(self, costs: CostModel) -> float | None:

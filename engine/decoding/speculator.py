@@ -410,6 +410,7 @@ class Speculator:
             draft = chosen.draft(committed, length, sampling, rng, p_min, joint)
         except ContextFullError:  # the draft's context is smaller than the target's: go on without it
             return NO_DRAFT
+        draft.end_at(self.target.is_eog)
         chosen.observe_cost(self.costs, draft)
         if spec.sample_and_match:
             draft.p_draft = [None] * len(draft)  # a point mass: accepted iff the target samples it

@@ -190,6 +190,7 @@ class Run:
     text: str = ""
     estimated: float = 0.0  # the speedup the answer's footer would show (AnswerStats.estimated_speedup)
     wall_tps: float = 0.0  # decode tok/s by the wall clock (decode_tps unless the costs are simulated)
+    rounds: list = field(default_factory=list)  # per round [drafter, asked, drafted, accepted]: what auto did
 
 
 def load_prompts(path: str | None = None) -> dict:
@@ -259,6 +260,7 @@ def run_engine(
         text=done.text,
         estimated=done.stats.estimated_speedup,
         wall_tps=tps,
+        rounds=[r.to_json() for r in done.stats.rounds],
     )
 
 

@@ -6,6 +6,7 @@ import json
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
 from engine.decoding.acceptance import Verdict
@@ -167,6 +168,21 @@ def test_lookup_offers_are_scored_against_what_the_target_produced_drafted_or_no
         lookup.accept(NO_DRAFT, Verdict(0, produced))
     assert lookup.shadow is None and lookup.tracker(offer.key).first == [1.0, 0.0]
     assert lookup.tracker(offer.key).next[0] > 0 and lookup.n_drafted == 0
+
+
+def test_auto_passes_over_a_lookup_match_that_went_on_several_ways_before():
+    lookup = LookupDrafter()
+    ambiguous = lookup.offer([5, 1, 5, 2, 5, 3, 5], 3, [])  # 5 went on with 1, 2 and 3
+    assert ambiguous.support == pytest.approx((1 / 3,))
+    unique = lookup.offer([5, 6, 7, 8, 5], 3, [])
+    assert unique.support == (1.0,)
+    # This project's 2-core Xeon: verifying 4 tokens costs 1.6 steps, so a guess must be a fair bet.
+    costs = CostModel({1: 0.0706, 2: 0.0993, 4: 0.1117, 8: 0.2002})
+    rates = (0.5, 0.7)
+    taken = best_choice(costs, {DrafterKind.LOOKUP: Option(rates, 3, 0.0, support=unique.support)})
+    assert taken.drafter == DrafterKind.LOOKUP
+    passed = best_choice(costs, {DrafterKind.LOOKUP: Option(rates, 3, 0.0, support=ambiguous.support)})
+    assert passed.drafter == DrafterKind.NONE
 
 
 def test_lookup_drafts_a_tool_result_as_a_call_quotes_it_escaped():

@@ -36,6 +36,18 @@ def test_a_lookup_match_is_followed_back_beyond_its_ngram():
     assert index.last_match_length == 32  # followed at most MAX_MATCH back
 
 
+def test_lookup_says_how_often_the_matched_ngram_went_on_as_proposed():
+    """An n-gram that went on three ways is a poorer bet than one that always went on alike."""
+    index = NgramIndex(1, 1)
+    assert index.propose([5, 1, 5, 2, 5, 3, 5, 1, 5], 1) == [1]  # the latest of 5's followers
+    assert index.last_share == pytest.approx(2 / 4)  # 5 went on with 1 twice, with 2 and 3 once each
+    assert index.propose([5, 1, 7, 5, 1, 7, 5], 2) == [1, 7]
+    assert index.last_share == 1.0  # rebuilt for a history that is not an extension: 5 always went on with 1
+    assert index.propose([5, 1, 7, 5, 1, 7, 5, 8, 5], 1) == [8]  # extended: the counts grow with it
+    assert index.last_share == pytest.approx(1 / 3)
+    assert index.propose([4, 6], 1) == [] and index.last_share == 0.0
+
+
 def test_lookup_index_follows_an_edited_history():
     index = NgramIndex(1, 2)
     assert index.propose([1, 2, 3, 1], 2) == [2, 3]

@@ -296,7 +296,7 @@ class LookupDrafter(MatchDrafter):
             quoted, support = most_frequent_path(rows, k_cap, 0.0)
             if quoted:
                 return quoted, found.length, support
-        return tokens, length, []
+        return tokens, length, [self.index.last_share] if tokens else []
 
 
 class HistoryDrafter(MatchDrafter):

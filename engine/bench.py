@@ -39,6 +39,10 @@ held fixed (frozen_costs), every run's speed computed from the simulated time of
 policy are worth on a short answer; frozen, an answer at T = 0 is timed the same every run, so two
 versions of the policy can be compared prompt by prompt on this CPU's cost shape. It measures the
 choices, not the machine: what it reports is what the choices would be worth at the calibrated costs.
+
+Speeds from two runs compare only at the same costs: --calibration earlier.json reuses an earlier
+run's (frozen: all of them; gpu: its measured step, which every simulated cost scales with, so a
+step measured 2 % slower at the next load would otherwise read as auto 2 % slower).
 """
 
 from __future__ import annotations
@@ -115,7 +119,7 @@ class SimulatedGpuCosts(FixedCosts):
     def describe(self) -> str:
         return (
             f"verify(n) = step × (1 + {self.VERIFY_GROWTH:g} (n - 1) / 7), step {self.step * 1000:.2f} ms "
-            f"(measured), draft step {self.DRAFT_SHARE:g} × step, MTP step {self.MTP_SHARE:g} × step"
+            f"(this machine's, or --calibration's), draft step {self.DRAFT_SHARE:g} × step, MTP step {self.MTP_SHARE:g} × step"
         )
 
 
@@ -128,6 +132,13 @@ def frozen_costs(calibration: Calibration) -> FixedCosts:
         mtp_step_s=calibration.mtp_step_s,
         draft_prefill_s=calibration.draft_prefill_s,
     )
+
+
+def simulated_costs(kind: str, calibration: Calibration, draft: bool, mtp: bool) -> FixedCosts:
+    """The cost model a simulated run prices every configuration with (kind: gpu or frozen)."""
+    if kind == "gpu":
+        return SimulatedGpuCosts(calibration.step_s, draft=draft, mtp=mtp)
+    return frozen_costs(calibration)
 
 
 def calibration_from(path: str) -> Calibration:
@@ -367,12 +378,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--calibration",
         metavar="JSON",
-        help="with --costs frozen: the costs an earlier run's JSON froze, so two versions of auto are compared alike",
+        help="with --costs frozen or gpu: the costs (gpu: the target step) an earlier run's JSON simulated, so two "
+        "versions of auto, run apart, are compared alike",
     )
     parser.add_argument("--json", default="bench.json", help="where to write the JSON results")
     args = parser.parse_args(argv)
-    if args.calibration and args.costs != "frozen":
-        parser.error("--calibration goes with --costs frozen")
+    if args.calibration and args.costs == "measured":
+        parser.error("--calibration goes with --costs frozen or gpu")
     frozen = None
     if args.calibration:  # read before the models load: a wrong file says so at once
         try:
@@ -412,15 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# calibration: {info.calibration.as_dict()}", flush=True)
     simulated = None
     if args.costs != "measured":
-        simulated = (
-            SimulatedGpuCosts(
-                info.calibration.step_s,
-                draft=engine.speculator.draft_runner is not None,
-                mtp=engine.target.mtp is not None,
-            )
-            if args.costs == "gpu"
-            else frozen_costs(frozen or info.calibration)
-        )
+        has = dict(draft=engine.speculator.draft_runner is not None, mtp=engine.target.mtp is not None)
+        simulated = simulated_costs(args.costs, frozen or info.calibration, **has)
         engine.speculator.costs = simulated  # every configuration, auto included, sees these costs
         described = simulated.describe() if args.costs == "gpu" else "; ".join(simulated.calibration().describe())
         print(f"# costs: {COSTS[args.costs]}: {described}", flush=True)

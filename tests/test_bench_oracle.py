@@ -16,6 +16,7 @@ from engine.bench import (
     oracle_choice,
     print_oracle_table,
     round_seconds,
+    simulated_costs,
     simulated_rate,
     summarise,
 )
@@ -73,6 +74,15 @@ def test_an_earlier_runs_frozen_costs_are_read_back_from_its_json(tmp_path):
     saved = tmp_path / "bench.json"
     saved.write_text(json.dumps({"engine": {}, "simulated_calibration": calibration.as_dict()}))  # keys become text
     assert calibration_from(str(saved)) == calibration
+
+
+def test_a_gpu_simulation_reuses_an_earlier_runs_step_so_runs_apart_compare(tmp_path):
+    earlier = Calibration({1: STEP, 8: 1.2 * STEP}, draft_step_s=0.1 * STEP)
+    saved = tmp_path / "bench.json"
+    saved.write_text(json.dumps({"engine": {}, "simulated_calibration": earlier.as_dict()}))
+    costs = simulated_costs("gpu", calibration_from(str(saved)), draft=True, mtp=False)
+    assert costs.calibration() == SimulatedGpuCosts(STEP, draft=True).calibration()
+    assert simulated_costs("frozen", earlier, draft=True, mtp=False).calibration() == earlier
 
 
 def test_round_seconds_prices_verification_plus_the_drafters_steps():

@@ -183,6 +183,9 @@ def test_auto_passes_over_a_lookup_match_that_went_on_several_ways_before():
     assert taken.drafter == DrafterKind.LOOKUP
     passed = best_choice(costs, {DrafterKind.LOOKUP: Option(rates, 3, 0.0, support=ambiguous.support)})
     assert passed.drafter == DrafterKind.NONE
+    # Above temperature 0 the discount cost more than it saved (README): the rates alone judge a match.
+    lookup.begin(SpecParams(mode=DrafterMode.AUTO), greedy=False)
+    assert lookup.offer([5, 1, 5, 2, 5, 3, 5], 3, []).support == ()
 
 
 def test_lookup_drafts_a_tool_result_as_a_call_quotes_it_escaped():

@@ -116,8 +116,8 @@ class Drafter(ABC):
         """Whether the settings ask it this round; earlier: the offers of the drafters asked before it."""
         return spec.mode in self.modes or (spec.mode in self.fallback_modes and not earlier)
 
-    def begin(self, spec: SpecParams) -> None:  # noqa: B027 - most drafters keep nothing per answer
-        """A new answer starts."""
+    def begin(self, spec: SpecParams, greedy: bool = True) -> None:  # noqa: B027 - most keep nothing per answer
+        """A new answer starts (greedy: at temperature 0)."""
 
     @abstractmethod
     def offer(self, context: Sequence[int], k_cap: int, earlier: Sequence[Offer]) -> Offer | None:
@@ -226,7 +226,7 @@ class MatchDrafter(Drafter):
         """The acceptance band of a match this long."""
         return match_band(match_length)
 
-    def begin(self, spec: SpecParams) -> None:
+    def begin(self, spec: SpecParams, greedy: bool = True) -> None:
         self.shadow = None  # a proposal from another answer says nothing about this one
 
     def offer(self, context: Sequence[int], k_cap: int, earlier: Sequence[Offer]) -> Offer | None:
@@ -277,13 +277,17 @@ class LookupDrafter(MatchDrafter):
         super().__init__()
         self.index = NgramIndex(n_min, n_max)
         self.quotes: SuffixIndex | None = None
+        self.weigh_share = True  # scale a match's chance by its n-gram's share (at temperature 0; see begin)
 
     def use_quotes(self, quoted: Sequence[Sequence[int]]) -> None:
         """Also draft from these token sequences (the prompt's texts as quoted in JSON) until told otherwise."""
         self.quotes = joined_index(quoted)
 
-    def begin(self, spec: SpecParams) -> None:
-        super().begin(spec)
+    def begin(self, spec: SpecParams, greedy: bool = True) -> None:
+        super().begin(spec, greedy)
+        # Discounting a match by its n-gram's share paid at temperature 0 and cost above it (README,
+        # How auto decides): above it, a lookup match is judged by its rates alone.
+        self.weigh_share = greedy
         if (self.index.n_min, self.index.n_max) != (spec.lookup_ngram_min, spec.lookup_ngram_max):
             self.index = NgramIndex(spec.lookup_ngram_min, spec.lookup_ngram_max)
 
@@ -296,7 +300,7 @@ class LookupDrafter(MatchDrafter):
             quoted, support = most_frequent_path(rows, k_cap, 0.0)
             if quoted:
                 return quoted, found.length, support
-        return tokens, length, [self.index.last_share] if tokens else []
+        return tokens, length, [self.index.last_share] if tokens and self.weigh_share else []
 
 
 class HistoryDrafter(MatchDrafter):

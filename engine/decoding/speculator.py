@@ -285,7 +285,7 @@ class Speculator:
         that finishes the answer, or when the context has no room for another."""
         rng = make_rng(sampling.seed)
         for drafter in self.drafters:
-            drafter.begin(spec)
+            drafter.begin(spec, sampling.greedy)
         committed = list(prompt)
         for n_round in itertools.count():
             if cancel is not None and cancel.is_set():

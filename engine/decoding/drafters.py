@@ -285,8 +285,8 @@ class LookupDrafter(MatchDrafter):
 
     def begin(self, spec: SpecParams, greedy: bool = True) -> None:
         super().begin(spec, greedy)
-        # Discounting a match by its n-gram's share paid at temperature 0 and cost above it (README,
-        # How auto decides): above it, a lookup match is judged by its rates alone.
+        # Discounting a match by its n-gram's share paid at temperature 0 and was no gain above it
+        # (README, How auto decides): there a lookup match is judged by its rates alone.
         self.weigh_share = greedy
         if (self.index.n_min, self.index.n_max) != (spec.lookup_ngram_min, spec.lookup_ngram_max):
             self.index = NgramIndex(spec.lookup_ngram_min, spec.lookup_ngram_max)

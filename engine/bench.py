@@ -22,12 +22,13 @@ the only mode that asks it), so it takes part through auto alone.
 run and every configuration, by SimulatedGpuCosts: a GPU regime as llama.cpp users report it,
 verify(n) = step × (1 + 0.2 (n - 1) / 7) (verifying 8 tokens ≈ 1.2 single steps), a draft-model
 step 0.1 × step, the draft model's catch-up on a new prompt 0.005 × step a token (a GPU prefills
-thousands of tokens a second; it is priced in auto's choice but, as it comes once per answer, not
-added to the simulated time), an MTP-head step 0.05 × step, where step is the target's single-token step from
-the engine's real calibration. Real timings never move it. Since this machine's wall clock says
+thousands of tokens a second), an MTP-head step 0.05 × step, where step is the target's single-token
+step from the engine's real calibration. Real timings never move it. Since this machine's wall clock says
 nothing about a GPU, every run's speed is then computed from simulated time, the wall-clock rule
-applied to simulated rounds: each round costs verify(drafted + 1) + drafted × its drafter's
-simulated step (lookup and history: 0), and decode tokens/s = (tokens - 1) / the simulated time
+applied to simulated rounds: each round costs verify(drafted + 1) + the drafter's steps × its
+simulated step (a model's last step may be one it was too unsure to use; lookup and history: 0) +
+the draft model's catch-up on the tokens it had not seen (as the wall clock counts it: the catch-up
+comes after the first token), and decode tokens/s = (tokens - 1) / the simulated time
 of the rounds from the one that gave the first token to the one that gave the last (plain: exactly
 1 / step). Rollbacks of a recurrent target are not priced (a KV-cache target is simulated). TTFT
 and inter-token latencies stay wall-clock; the llama-cpp-python anchor is skipped (it is not
@@ -150,10 +151,13 @@ def calibration_from(path: str) -> Calibration:
 
 
 def round_seconds(event: RoundEvent, costs: CostModel) -> float:
-    """A round's simulated time: verifying its drafts and the target's token, plus drafting them."""
+    """A round's simulated time: verifying its drafts and the target's token, the drafter's steps (a model's
+    last may be one it was too unsure to take), and the draft model's catch-up on context it had not seen
+    (a new prompt: at a CPU's prefill rate, seconds)."""
     r = event.round
-    per_token = {DrafterKind.DRAFT_MODEL: costs.draft_step_s, DrafterKind.MTP: costs.mtp_step_s}.get(r.drafter)
-    return costs.verify_s(r.drafted + 1) + r.drafted * (per_token or 0.0)
+    per_step = {DrafterKind.DRAFT_MODEL: costs.draft_step_s, DrafterKind.MTP: costs.mtp_step_s}.get(r.drafter)
+    catch_up = event.caught_up * (costs.draft_prefill_s or costs.draft_step_s or 0.0)
+    return costs.verify_s(r.drafted + 1) + event.draft_steps * (per_step or 0.0) + catch_up
 
 
 def simulated_rate(rounds: Sequence[RoundEvent], costs: CostModel) -> float:

@@ -28,9 +28,18 @@ from engine.decoding.stats import Round
 STEP = 0.030  # 30 ms: ~33 tok/s plain
 
 
-def event(drafter: DrafterKind, drafted: int, accepted: int, n_tokens: int | None = None) -> RoundEvent:
+def event(
+    drafter: DrafterKind,
+    drafted: int,
+    accepted: int,
+    n_tokens: int | None = None,
+    steps: int | None = None,
+    caught_up=0,
+) -> RoundEvent:
     n = accepted + 1 if n_tokens is None else n_tokens
-    return RoundEvent(Round(drafter, drafted, drafted, accepted), 0.0, 0.0, 0.0, 0.0, n, 0.0)
+    model = drafter in (DrafterKind.DRAFT_MODEL, DrafterKind.MTP)
+    steps = (drafted if model else 0) if steps is None else steps
+    return RoundEvent(Round(drafter, drafted, drafted, accepted), 0.0, 0.0, 0.0, 0.0, n, 0.0, steps, caught_up)
 
 
 def plain_rounds(n: int) -> list[RoundEvent]:
@@ -90,6 +99,11 @@ def test_round_seconds_prices_verification_plus_the_drafters_steps():
     assert round_seconds(event(DrafterKind.NONE, 0, 0), costs) == pytest.approx(STEP)
     assert round_seconds(event(DrafterKind.DRAFT_MODEL, 4, 2), costs) == pytest.approx(
         costs.verify_s(5) + 4 * 0.1 * STEP
+    )
+    # The step the draft model took and then was too unsure to use is paid too, and so is its catch-up on
+    # a prompt it had not seen (which, at a CPU's prefill rate, can cost more than the answer's first rounds).
+    assert round_seconds(event(DrafterKind.DRAFT_MODEL, 2, 2, steps=3, caught_up=200), costs) == pytest.approx(
+        costs.verify_s(3) + 3 * 0.1 * STEP + 200 * costs.draft_prefill_s
     )
     assert round_seconds(event(DrafterKind.MTP, 2, 2), costs) == pytest.approx(costs.verify_s(3) + 2 * 0.05 * STEP)
     for free in (DrafterKind.LOOKUP, DrafterKind.HISTORY):

@@ -60,6 +60,10 @@ class RoundEvent:
     plain_s: float  # what plain decoding would have taken for this round's tokens (AnswerStats.plain_s)
     n_tokens: int  # tokens the round added to the answer (an end-of-generation token is not one)
     gen_s: float  # from the start of generation (after the prompt) to the end of this round
+    # What a simulation prices (both are in t_draft): a model drafter's steps, the unsure one it did not take
+    # included, and the context tokens the draft model evaluated first (a new prompt, a tool result).
+    draft_steps: int = 0
+    caught_up: int = 0
 
     def apply_to(self, stats: AnswerStats) -> None:
         r = self.round

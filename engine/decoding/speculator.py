@@ -76,6 +76,8 @@ class RoundTokens:
     t_sample: float
     plain_s: float  # what plain decoding would have paid for these tokens (and an end-of-generation one)
     finish: FinishReason | None  # set on the round that ended the answer
+    draft_steps: int = 0  # a model drafter's decode steps: its tokens, and the one it was too unsure to take
+    caught_up: int = 0  # context tokens a draft model evaluated before drafting (a new prompt, a tool result)
 
 
 class _TargetRows(Sequence):
@@ -239,6 +241,8 @@ class Speculator:
                     plain_s=verified.plain_s,
                     n_tokens=len(verified.tokens),
                     gen_s=time.perf_counter() - t_gen,
+                    draft_steps=verified.draft_steps,
+                    caught_up=verified.caught_up,
                 )
                 event.apply_to(stats)
                 yield event
@@ -352,6 +356,8 @@ class Speculator:
                 t_sample=t2 - t1,
                 plain_s=plain_step * n_priced,
                 finish=finish,
+                draft_steps=draft.n_steps,
+                caught_up=draft.caught_up,
             )
             if finish is not None:
                 return

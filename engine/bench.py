@@ -253,6 +253,10 @@ def run_engine(
     """One answer from an empty cache; with simulated costs its decode rate is in simulated time.
     memory: what auto knows before it (Speculator.memory of earlier answers; None: the priors)."""
     engine.reset_cache()
+    if config.startswith("auto"):
+        # Auto knows what its own earlier answers taught it, never what a fixed configuration's did (their
+        # drafts would make it trust a draft model it never tried, or skip probing one it long left unused).
+        engine.speculator.forget_acceptance()
     if memory:
         engine.speculator.recall(memory)
     t0 = time.perf_counter()

@@ -14,7 +14,7 @@ from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, 
 from engine.decoding import auto_memory
 from engine.decoding.drafters import Draft, ModelDrafter, TrackerKey, _take
 from engine.decoding.policy import ConfidenceCalibration, CostModel, FixedCosts, confidence_floor
-from engine.decoding.speculator import PROBE_GAP, PROBE_SEEN, REPROBE_ROUNDS, Speculator
+from engine.decoding.speculator import EXPLORATION, PROBE_GAP, PROBE_SEEN, REPROBE_ROUNDS, Speculator
 from tests.test_drafters import RuleTarget, answer, follow
 
 AUTO = SpecParams(mode=DrafterMode.AUTO, history=False)
@@ -22,6 +22,8 @@ PLAIN = SpecParams(mode=DrafterMode.OFF)
 LONG = SamplingParams(temperature=0.0, max_tokens=480)  # room for 12 full drafts of 31 and more
 GPU = {1: 0.010, 2: 0.0102, 4: 0.0105, 8: 0.011}  # verifying 8 tokens costs about one step
 CPU = {1: 0.010, 2: 0.020, 4: 0.040, 8: 0.080}  # verifying n tokens costs n steps
+# A 2-core Xeon's (engine.bench --costs frozen): verifying 2, 4, 8 tokens 1.41, 1.58, 2.84 steps; a draft step 0.50.
+XEON = {1: 0.0706, 2: 0.0993, 4: 0.1117, 8: 0.2002, 16: 0.2846, 32: 0.5356}
 
 
 class ScriptedDraft(ModelDrafter):
@@ -32,20 +34,24 @@ class ScriptedDraft(ModelDrafter):
     modes = frozenset({DrafterMode.AUTO, DrafterMode.DRAFT_MODEL})
     PRIORS = {None: (0.1, 0.1)}  # "a draft model for another kind of text": not worth it, a priori
 
-    def __init__(self, step_s: float, right=lambda n: True):
+    def __init__(self, step_s: float, right=lambda n: True, sure=lambda n: 1000):
+        """right(round): its tokens are the target's; sure(round): how many tokens it is sure of, after
+        which it takes one more step and, too unsure of that token, stops (a real one's confidence)."""
         super().__init__()
-        self.step, self.right, self.rounds_drafted = step_s, right, 0
+        self.step, self.right, self.sure, self.rounds_drafted = step_s, right, sure, 0
 
     def extend(self, draft: Draft, context, sampling, rng, p_min) -> None:
-        right = self.right(self.rounds_drafted)
+        right, sure = self.right(self.rounds_drafted), self.sure(self.rounds_drafted)
         self.rounds_drafted += 1
         token = context[-1]
         for _ in range(draft.draft_length):
+            draft.n_steps += 1
+            if len(draft) == sure:
+                break
             token = follow(token) if right else follow(token) % 31 + 1  # RuleTarget's vocabulary: 1..31
             draft.tokens.append(token)
             draft.p_draft.append(None)
             draft.confidence.append(1.0)
-            draft.n_steps += 1
 
     def measured_step_s(self, costs):
         return self.step
@@ -124,6 +130,28 @@ def test_auto_gives_up_on_a_draft_model_that_stopped_paying_and_probes_it_rarely
     assert done.text == plain.text
 
 
+def test_a_draft_model_sure_of_one_token_at_a_time_is_priced_by_what_its_rounds_yield():
+    """Greedy, a draft model ends its own rounds where it is unsure. At the Xeon's costs a round of 8
+    sure and right tokens (9 steps) pays; a round of 1 (2 steps, the second unsure) never does, though
+    every drafted token is accepted: 2 tokens for 2 draft steps and a verification of 2, against 2 steps.
+    After an answer of long runs, auto stops using it within a few rounds of short ones (its rates alone,
+    first token always accepted and the next ones as before, would keep it drafting)."""
+    draft = ScriptedDraft(step_s=0.035, sure=lambda n: 8)
+    s = speculator(XEON, draft)
+    _, plain = answer(s, PLAIN, LONG)
+    _, long_runs = answer(s, AUTO, LONG)
+    used = rounds_by(long_runs, DrafterKind.DRAFT_MODEL)
+    assert len(used) >= len(long_runs.stats.rounds) * 3 // 4 and long_runs.text == plain.text
+    assert all(r.drafted == r.accepted == 8 for r in long_runs.stats.rounds[used[0] : -1] if r.drafted)
+
+    draft.sure = lambda n: 1
+    _, short_runs = answer(s, AUTO, LONG)
+    used = rounds_by(short_runs, DrafterKind.DRAFT_MODEL)
+    assert all(short_runs.stats.rounds[i].accepted == 1 for i in used)
+    assert 1 <= len(used) <= 8 + len(short_runs.stats.rounds) // REPROBE_ROUNDS  # then plain, and rare probes
+    assert short_runs.text == plain.text
+
+
 def test_a_quote_of_the_prompt_is_drafted_in_long_runs_as_soon_as_it_shows():
     """The answer quotes a 40-token passage of the prompt. At CPU-like costs (one more verified token
     costs a third of a step), auto drafts from lookup from the first round it may, and longer runs as
@@ -159,6 +187,9 @@ def test_what_auto_learned_carries_to_the_next_answer_and_across_a_restart(tmp_p
     restarted.recall(auto_memory.load(file, key))
     tracker = restarted.tracker(TrackerKey(DrafterKind.DRAFT_MODEL))
     assert tracker.seen >= PROBE_SEEN and tracker.first_rate > 0.75
+    assert (
+        restarted.drafter(DrafterKind.DRAFT_MODEL).shape.counts() == s.drafter(DrafterKind.DRAFT_MODEL).shape.counts()
+    )
     _, after = answer(restarted, AUTO, LONG)
     assert all(r.drafter == DrafterKind.DRAFT_MODEL for r in after.stats.rounds[1:-1])
     assert after.text == first.text == second.text
@@ -249,11 +280,19 @@ def test_the_floor_values_time_at_the_rate_the_answer_is_going():
 
 def test_engine_info_says_what_auto_learned_in_words():
     memory = {
-        "draft": {"-": {"first": [3.0, 1.0], "next": [9.0, 1.0], "seen": 5}},
+        "draft": {
+            "-": {
+                "first": [3.0, 1.0],
+                "next": [9.0, 1.0],
+                "seen": 5,
+                "rounds": {"lengths": {"2": 1.0, "4": 1.0}, "steps": 8.0, "accepted": 5.0, "all": 1.0},
+            }
+        },
         "lookup": {"16": {"first": [1.0, 0.0], "next": [4.0, 0.0], "seen": 1}, "2": {"first": "?"}},
     }
     assert auto_memory.describe(memory) == [
         "draft: first token accepted 0.75, the next ones 0.90 (seen in 5 rounds)",
+        "draft at temperature 0: 3.0 tokens drafted a round in 4.0 steps, 2.5 accepted",
         "lookup (matches of 16+ tokens): first token accepted 1.00, the next ones 1.00 (seen in 1 rounds)",
     ]
 
@@ -290,3 +329,26 @@ def test_a_draft_model_behind_a_long_prompt_is_caught_up_only_where_the_answer_c
     draft = DraftBehind(step_s=0.0005, lag=5000)  # 5 s: more than any answer of HORIZON tokens repays
     _, done = answer(speculator(GPU, draft), AUTO, LONG)
     assert rounds_by(done, DrafterKind.DRAFT_MODEL) == []
+
+
+def test_a_draft_model_judged_not_to_pay_is_probed_again_only_where_the_answer_so_far_repays_its_catch_up():
+    """Every answer is a new prompt the draft model must first evaluate (200 ms here, 20 steps). Once
+    judged wrong, it is probed again after REPROBE_ROUNDS unused rounds only where that probe costs at
+    most EXPLORATION of the answer so far: in a long answer, late; never in its first rounds, where a
+    short answer would pay for it all."""
+    draft = DraftBehind(step_s=0.0005, lag=200)
+    draft.right = lambda n: False
+    s = speculator(GPU, draft)
+    _, first = answer(s, AUTO, LONG)
+    probes = rounds_by(first, DrafterKind.DRAFT_MODEL)  # caught up, it is probed every REPROBE_ROUNDS
+    assert len(probes) >= PROBE_SEEN and all(first.stats.rounds[i].accepted == 0 for i in probes)
+    probe_s = 0.200  # the catch-up alone (the probe round adds a little)
+    for _ in range(3):
+        draft.lag = 200  # the next conversation
+        _, done = answer(s, AUTO, LONG)
+        probes = rounds_by(done, DrafterKind.DRAFT_MODEL)
+        assert probes and probes[0] >= probe_s / (EXPLORATION * GPU[1]) - 1  # about 410 rounds in
+        assert draft.lag == 0 and done.text == first.text
+    draft.lag = 200
+    _, short = answer(s, AUTO, SamplingParams(temperature=0.0, max_tokens=100))
+    assert rounds_by(short, DrafterKind.DRAFT_MODEL) == [] and draft.lag == 200

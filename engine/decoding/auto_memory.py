@@ -77,4 +77,23 @@ def describe(memory: dict) -> list[str]:
             lines.append(
                 f"{kind}{where}: first token accepted {first:.2f}, the next ones {cont:.2f} (seen in {seen} rounds)"
             )
+            if isinstance(counts.get("rounds"), dict):
+                lines += _describe_rounds(kind, counts["rounds"])
     return lines
+
+
+def _describe_rounds(kind: str, rounds: dict) -> list[str]:
+    """A model drafter's rounds at temperature 0 (policy.RoundShape.counts), in words; [] if malformed."""
+    try:
+        weights = {int(n): float(w) for n, w in rounds["lengths"].items()}
+        steps, accepted = float(rounds["steps"]), float(rounds["accepted"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return []
+    total = sum(weights.values())
+    if total <= 0:
+        return []
+    drafted = sum(n * w for n, w in weights.items()) / total
+    return [
+        f"{kind} at temperature 0: {drafted:.1f} tokens drafted a round in {steps / total:.1f} steps, "
+        f"{accepted / total:.1f} accepted"
+    ]

@@ -22,7 +22,15 @@ import numpy as np
 from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
 from engine.decoding.acceptance import Verdict
 from engine.decoding.lookup import NgramIndex
-from engine.decoding.policy import DRIFT, AcceptanceTracker, ConfidenceCalibration, CostModel, confidence_floor
+from engine.decoding.policy import (
+    DRIFT,
+    AcceptanceTracker,
+    ConfidenceCalibration,
+    CostModel,
+    RoundEstimate,
+    RoundShape,
+    confidence_floor,
+)
 from engine.decoding.sampling import Distribution, distribution, greedy_token
 from engine.errors import DecodeError
 from engine.history.store import HistoryIndex
@@ -186,6 +194,10 @@ class Drafter(ABC):
     def confidence_floor(self, costs: CostModel, k: int, joint: bool = False, rate: float | None = None) -> float:
         """Below what confidence it stops drafting (rate: the tokens/s the round is expected to give)."""
         return 0.0
+
+    def measured_rounds(self, costs: CostModel) -> RoundEstimate | None:
+        """What its rounds yield and cost where it ends them on its own confidence (None: it does not)."""
+        return None
 
     def observe_cost(self, costs: CostModel, draft: Draft) -> None:  # noqa: B027 - a lookup costs nothing to time
         """Time what drafting cost into the CostModel."""
@@ -381,6 +393,7 @@ class ModelDrafter(Drafter):
     def __init__(self):
         super().__init__()
         self.calibration = ConfidenceCalibration()
+        self.shape = RoundShape()  # its rounds at temperature 0, where its confidence ends them
 
     @abstractmethod
     def extend(
@@ -420,14 +433,46 @@ class ModelDrafter(Drafter):
         if draft.drafter == self.kind:
             self.tracker().observe(len(draft), verdict.n_accepted)
             self.calibration.observe(draft.confidence, verdict.n_accepted)
+            if draft.joint_floor:
+                self.shape.observe(len(draft), draft.n_steps, verdict.n_accepted)
         else:
             # Untried: drift slowly back towards the prior.
             self.tracker().decay(DRIFT)
             self.calibration.decay(DRIFT)
+            self.shape.decay(DRIFT)
 
     def forget(self) -> None:
         super().forget()
         self.calibration = ConfidenceCalibration()
+        self.shape = RoundShape()
+        self.rounds_unused = 0
+
+    def memory(self) -> dict[str, dict]:
+        """Its rates, and beside them what its rounds were, how well its confidence predicted them, and
+        how long it has gone unused (when to probe it again)."""
+        memory = super().memory()
+        if "-" in memory:
+            memory["-"] |= {
+                "rounds": self.shape.counts(),
+                "confidence": self.calibration.counts(),
+                "unused": self.rounds_unused,
+            }
+        return memory
+
+    def recall(self, memory: dict) -> None:
+        super().recall(memory)
+        kept = memory.get("-") if isinstance(memory, dict) else None
+        if not isinstance(kept, dict):
+            return
+        if isinstance(kept.get("rounds"), dict):
+            self.shape.recall(kept["rounds"])
+        if isinstance(kept.get("confidence"), dict):
+            self.calibration.recall(kept["confidence"])
+        if isinstance(kept.get("unused"), int) and 0 <= kept["unused"] < 10**9:
+            self.rounds_unused = kept["unused"]
+
+    def measured_rounds(self, costs: CostModel) -> RoundEstimate:
+        return self.shape.estimate(costs, self.step_s(costs))
 
     def step_s(self, costs: CostModel) -> float:
         return self.measured_step_s(costs) or costs.step_s

@@ -276,6 +276,84 @@ class AcceptanceTracker:
             self.first, self.next, self.seen = first, cont, seen
 
 
+@dataclass(frozen=True)
+class RoundEstimate:
+    """A drafter's rounds as measured, priced at today's costs: what one round yields and costs."""
+
+    tokens: float  # committed per round: the accepted drafts and the target's own
+    seconds: float  # drafting (every step taken) and verifying, per round
+    p_all: float  # the share of rounds whose drafts were all accepted
+
+
+class RoundShape:
+    """What a model drafter's rounds looked like where it stopped on its own confidence (temperature 0):
+    per round the tokens it drafted, the steps it took and the tokens the target kept, with the same
+    decaying memory as AcceptanceTracker, from a prior of one poor round.
+
+    Such a round's length follows the model's confidence, not a k auto picks, so a geometric run at
+    the tracker's rates misjudges it: a draft model sure of one token at a time is accepted every
+    time, which reads as a high rate, yet each round pays two steps (the second too unsure to use)
+    and a verification for two tokens. Priced from what its rounds were, it is used where they paid.
+    """
+
+    PRIOR = (1, 2, 0.5)  # one pseudo-round: 1 token drafted in 2 steps, accepted half the time
+
+    def __init__(self):
+        self.lengths: dict[int, float] = {}  # tokens drafted -> rounds (decayed)
+        self.steps = self.accepted = self.all_accepted = 0.0
+
+    @property
+    def rounds(self) -> float:
+        return sum(self.lengths.values())
+
+    def observe(self, n_drafted: int, n_steps: int, n_accepted: int) -> None:
+        if n_drafted <= 0:
+            return
+        self.decay()
+        self.lengths[n_drafted] = self.lengths.get(n_drafted, 0.0) + 1.0
+        self.steps += n_steps
+        self.accepted += n_accepted
+        self.all_accepted += n_accepted == n_drafted
+
+    def decay(self, factor: float = MEMORY) -> None:
+        self.lengths = {n: w * factor for n, w in self.lengths.items() if w * factor > 1e-3}
+        self.steps *= factor
+        self.accepted *= factor
+        self.all_accepted *= factor
+
+    def estimate(self, costs: CostModel, step_s: float) -> RoundEstimate:
+        """Its rounds, the prior's included, at these costs (step_s: one of its steps)."""
+        length, steps, accepted = self.PRIOR
+        rounds = self.rounds + 1.0
+        verify = sum(w * costs.verify_s(n + 1) for n, w in self.lengths.items()) + costs.verify_s(length + 1)
+        return RoundEstimate(
+            tokens=1.0 + (self.accepted + accepted) / rounds,
+            seconds=(verify + (self.steps + steps) * step_s) / rounds,
+            p_all=(self.all_accepted + accepted) / rounds,
+        )
+
+    def counts(self) -> dict:
+        """What it has seen, as JSON."""
+        return {
+            "lengths": {str(n): round(w, 4) for n, w in sorted(self.lengths.items())},
+            "steps": round(self.steps, 4),
+            "accepted": round(self.accepted, 4),
+            "all": round(self.all_accepted, 4),
+        }
+
+    def recall(self, counts: dict) -> None:
+        """Take counts() written earlier; anything malformed leaves it as it was."""
+        try:
+            lengths = {int(n): float(w) for n, w in counts["lengths"].items()}
+            totals = [float(counts[name]) for name in ("steps", "accepted", "all")]
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+            return
+        values = [*lengths.values(), *totals]
+        if all(0.0 <= v < 1e6 for v in values) and all(0 < n < 1024 for n in lengths):  # NaN fails
+            self.lengths = lengths
+            self.steps, self.accepted, self.all_accepted = totals
+
+
 def expected_tokens(alpha: float | tuple[float, float], k: int) -> float:
     """Tokens a round yields with k drafts (plus the target's own): 1 + a1 (1 - a^k) / (1 - a).
 
@@ -299,6 +377,9 @@ class Option:
     # Per drafted token, the share of the earlier occurrences that went on so (a matching drafter's
     # Offer.support; empty: all). Where a history's runs split, the rates alone would overrate the guess.
     support: tuple[float, ...] = ()
+    # A drafter that ends its own rounds (a model at temperature 0, RoundShape): what they were, which
+    # prices it instead of the rates; it drafts up to k_max and stops where it is unsure.
+    measured: RoundEstimate | None = None
 
 
 @dataclass(frozen=True)
@@ -333,6 +414,13 @@ def best_choice(
         alpha, per_token = option.rates, option.step_s
         first, cont = alpha if isinstance(alpha, tuple) else (alpha, alpha)
         catch_up_per_token = option.catch_up_s / max(min(horizon, HORIZON), 1)
+        if option.measured is not None and not fixed_k:
+            m = option.measured
+            overhead = costs.round_overhead_s(m.tokens - 1.0, m.p_all)
+            tps = m.tokens / (m.seconds + overhead + m.tokens * catch_up_per_token)
+            if tps > max(bar, best.expected_tps):
+                best = Choice(DrafterKind(drafter), option.k_max, tps)
+            continue
         runs = _supported_runs(first, cont, option.support, option.k_max) if option.support else None
         for k in [option.k_max] if fixed_k else range(1, option.k_max + 1):
             expected = expected_tokens(alpha, k) if runs is None else 1.0 + sum(runs[:k])
@@ -393,6 +481,22 @@ class ConfidenceCalibration:
         self.accepted *= factor
         self.joint_predicted *= factor
         self.joint_accepted *= factor
+
+    FIELDS = ("confidence", "accepted", "joint_predicted", "joint_accepted")
+
+    def counts(self) -> dict[str, float]:
+        """What it has seen, as JSON."""
+        return {name: round(getattr(self, name), 4) for name in self.FIELDS}
+
+    def recall(self, counts: dict) -> None:
+        """Take counts() written earlier; anything malformed leaves it as it was."""
+        try:
+            values = [float(counts[name]) for name in self.FIELDS]
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return
+        if all(0.0 <= v < 1e6 for v in values):  # NaN fails
+            for name, value in zip(self.FIELDS, values, strict=True):
+                setattr(self, name, value)
 
 
 def confidence_floor(

@@ -61,6 +61,10 @@ PROBE_RATES = (0.9, 0.9)
 PROBE_SEEN = 3
 PROBE_GAP = 8
 REPROBE_ROUNDS = 64
+# A probe again of a drafter already judged may cost at most this share of the answer so far (and of the
+# time since it was last used): on a CPU a draft model catching up on a new prompt costs a second or more,
+# a third of a short answer, so it is probed again only well into a long one.
+EXPLORATION = 0.05
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,7 @@ class Speculator:
         self.last_answer: list[int] = []  # the tokens of the latest answer, for the history index
         self.costs = costs or self.calibrate()
         self.rounds_since_probe = PROBE_GAP
+        self.answer_rounds = 0  # rounds of the answer being written, before this one
 
     def calibrate(self) -> CostModel:
         """Time target decodes of a few widths and one draft step (about 3 s on 2 CPU cores)."""
@@ -157,8 +162,10 @@ class Speculator:
         self.drafters = [d for d in self.drafters if d.kind != DrafterKind.DRAFT_MODEL]
 
     def forget_acceptance(self) -> None:
+        """Back to the priors: what auto learned of every drafter, and when it last probed."""
         for drafter in self.drafters:
             drafter.forget()
+        self.rounds_since_probe = PROBE_GAP
 
     def memory(self) -> dict[str, dict]:
         """What auto has learned of each drafter's acceptance, as JSON (engine.decoding.auto_memory keeps it)."""
@@ -292,6 +299,7 @@ class Speculator:
             drafter.begin(spec, sampling.greedy)
         committed = list(prompt)
         for n_round in itertools.count():
+            self.answer_rounds = n_round
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
             room = self.target.n_ctx - len(committed)
@@ -376,6 +384,14 @@ class Speculator:
                 offers.append(offer)
         if not offers:
             return NO_DRAFT
+        # A greedy model drafter stops where the chance that all its tokens so far match the target
+        # (the product of its top probabilities) falls below the break-even point, its adaptive p_min:
+        # a long run where it is sure, a short one where it is not; its average rates would cut every
+        # run to one length. Above temperature 0 the top probability says little about accepting a
+        # sampled token, so the rates choose the length and the floor applies to each token. Rounds it
+        # ends itself are priced by what such rounds were, not by rates at a k it does not keep to.
+        joint = sampling.greedy and spec.draft_p_min is None
+        self_ended = joint and spec.draft_length is None
         options = {
             o.drafter.kind: Option(
                 o.drafter.tracker(o.key).rates,
@@ -383,6 +399,7 @@ class Speculator:
                 o.drafter.step_s(self.costs),
                 o.drafter.catch_up_cost(self.costs, o.behind),
                 o.support,
+                o.drafter.measured_rounds(self.costs) if self_ended else None,
             )
             for o in offers
         }
@@ -393,24 +410,25 @@ class Speculator:
             fixed_k=spec.draft_length is not None,
             horizon=horizon,
         )
+        probe = None
         if spec.mode == DrafterMode.AUTO and spec.draft_length is None:
-            choice = self._probe(offers, options, choice, horizon) or choice
+            probe = self._probe(offers, options, choice, horizon)
+        choice = probe or choice
         chosen = next((o.drafter for o in offers if o.drafter.kind == choice.drafter), None)
         if chosen is None:
             return NO_DRAFT
-        length = choice.draft_length
-        # A greedy model drafter stops where the chance that all its tokens so far match the target
-        # (the product of its top probabilities) falls below the break-even point, its adaptive p_min:
-        # a long run where it is sure, a short one where it is not; its average rates would cut every
-        # run to one length. Above temperature 0 the top probability says little about accepting a
-        # sampled token, so the rates choose the length and the floor applies to each token.
-        joint = sampling.greedy and spec.draft_p_min is None
-        if joint and chosen.stops_when_unsure and spec.draft_length is None:
+        length, rate = choice.draft_length, choice.expected_tps
+        if self_ended and chosen.stops_when_unsure:
             length = options[chosen.kind].k_max
+            if probe is None:
+                # Its floor values time at the rate its rates promise, as before its rounds priced the choice:
+                # the floor was tuned so on simulated GPU costs, where the two rates differ and the runs with them.
+                rated = replace(options[chosen.kind], measured=None)
+                rate = best_choice(self.costs, {chosen.kind: rated}, allow_none=False, horizon=horizon).expected_tps
         p_min = (
             spec.draft_p_min
             if spec.draft_p_min is not None
-            else chosen.confidence_floor(self.costs, length, joint, choice.expected_tps)
+            else chosen.confidence_floor(self.costs, length, joint, rate)
         )
         try:
             draft = chosen.draft(committed, length, sampling, rng, p_min, joint)
@@ -434,12 +452,22 @@ class Speculator:
                 continue
             if tracker.seen >= PROBE_SEEN and drafter.rounds_unused < REPROBE_ROUNDS:
                 continue
-            hopeful_option = replace(options[drafter.kind], rates=PROBE_RATES)
+            hopeful_option = replace(options[drafter.kind], rates=PROBE_RATES, measured=None)
             hopeful = best_choice(self.costs, {drafter.kind: hopeful_option}, horizon=horizon)
-            if hopeful.drafter == drafter.kind:
-                self.rounds_since_probe = 0
-                return hopeful
+            if hopeful.drafter != drafter.kind:
+                continue
+            if tracker.seen >= PROBE_SEEN and self._probe_cost(hopeful_option, hopeful) > EXPLORATION * (
+                min(drafter.rounds_unused, self.answer_rounds) * self.costs.step_s
+            ):
+                continue
+            self.rounds_since_probe = 0
+            return hopeful
         return None
+
+    def _probe_cost(self, option: Option, choice: Choice) -> float:
+        """What a probe costs beyond a plain step, were all its drafts rejected: its catch-up and one round."""
+        k = choice.draft_length
+        return option.catch_up_s + k * option.step_s + self.costs.verify_s(k + 1) - self.costs.step_s
 
     @staticmethod
     def _verify(logits: np.ndarray, draft: Draft, sampling: SamplingParams, rng) -> Verdict:

@@ -150,6 +150,50 @@ def calibration_from(path: str) -> Calibration:
     return Calibration(**{**saved, "verify_s": {int(n): t for n, t in saved["verify_s"].items()}})
 
 
+def costs_args(parser: argparse.ArgumentParser) -> None:
+    """--costs and --calibration, as every benchmark that can simulate takes them."""
+    parser.add_argument(
+        "--costs",
+        choices=list(COSTS),
+        default="measured",
+        help="measured: this machine's wall clock; gpu: a simulated GPU cost regime; frozen: this machine's "
+        "calibration held fixed, speeds in simulated time (see engine.bench's docstring)",
+    )
+    parser.add_argument(
+        "--calibration",
+        metavar="JSON",
+        help="with --costs frozen or gpu: the costs (gpu: the target step) an earlier run's JSON simulated, so two "
+        "versions of auto, run apart, or two machines, are compared alike",
+    )
+
+
+def calibration_arg(parser: argparse.ArgumentParser, args) -> Calibration | None:
+    """--calibration's costs, read before the models load so that a wrong file says so at once."""
+    if args.calibration and args.costs == "measured":
+        parser.error("--calibration goes with --costs frozen or gpu")
+    if not args.calibration:
+        return None
+    try:
+        return calibration_from(args.calibration)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        parser.error(f"--calibration {args.calibration}: not a JSON this benchmark wrote ({e!r})")
+
+
+def install_simulated_costs(engine: Engine, kind: str, calibration: Calibration | None) -> FixedCosts | None:
+    """With --costs gpu or frozen: the cost model every configuration, auto included, now sees (None: measured).
+    Prints what it is."""
+    if kind == "measured":
+        print(f"# costs: {COSTS[kind]} (this machine's wall clock)", flush=True)
+        return None
+    has = dict(draft=engine.speculator.draft_runner is not None, mtp=engine.target.mtp is not None)
+    simulated = simulated_costs(kind, calibration or engine.info.calibration, **has)
+    engine.speculator.costs = simulated
+    described = simulated.describe() if kind == "gpu" else "; ".join(simulated.calibration().describe())
+    print(f"# costs: {COSTS[kind]}: {described}", flush=True)
+    print("# speeds are tokens / simulated seconds; TTFT, P50 and P99 stay wall-clock", flush=True)
+    return simulated
+
+
 def round_seconds(event: RoundEvent, costs: CostModel) -> float:
     """A round's simulated time: verifying its drafts and the target's token, the drafter's steps (a model's
     last may be one it was too unsure to take), and the draft model's catch-up on context it had not seen
@@ -376,29 +420,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-followup", action="store_true")
     parser.add_argument("--no-match", action="store_true", help="skip rejection vs sample-and-match")
-    parser.add_argument(
-        "--costs",
-        choices=list(COSTS),
-        default="measured",
-        help="measured: this machine's wall clock; gpu: a simulated GPU cost regime; frozen: this machine's "
-        "calibration held fixed, speeds in simulated time (see the docstring)",
-    )
-    parser.add_argument(
-        "--calibration",
-        metavar="JSON",
-        help="with --costs frozen or gpu: the costs (gpu: the target step) an earlier run's JSON simulated, so two "
-        "versions of auto, run apart, are compared alike",
-    )
+    costs_args(parser)
     parser.add_argument("--json", default="bench.json", help="where to write the JSON results")
     args = parser.parse_args(argv)
-    if args.calibration and args.costs == "measured":
-        parser.error("--calibration goes with --costs frozen or gpu")
-    frozen = None
-    if args.calibration:  # read before the models load: a wrong file says so at once
-        try:
-            frozen = calibration_from(args.calibration)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            parser.error(f"--calibration {args.calibration}: not a JSON this benchmark wrote ({e!r})")
+    frozen = calibration_arg(parser, args)
     configs = [c for c in args.configs.split(",") if c]
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
@@ -430,18 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"# {info.cpu_weights}", flush=True)
     print(f"# calibration: {info.calibration.as_dict()}", flush=True)
-    simulated = None
-    if args.costs != "measured":
-        has = dict(draft=engine.speculator.draft_runner is not None, mtp=engine.target.mtp is not None)
-        simulated = simulated_costs(args.costs, frozen or info.calibration, **has)
-        engine.speculator.costs = simulated  # every configuration, auto included, sees these costs
-        described = simulated.describe() if args.costs == "gpu" else "; ".join(simulated.calibration().describe())
-        print(f"# costs: {COSTS[args.costs]}: {described}", flush=True)
-        print("# speeds are tokens / simulated seconds; TTFT, P50 and P99 stay wall-clock", flush=True)
-        if not args.no_anchor:
-            print("# llama-cpp-python anchor skipped: it is not simulated", flush=True)
-    else:
-        print(f"# costs: {COSTS[args.costs]} (this machine's wall clock)", flush=True)
+    simulated = install_simulated_costs(engine, args.costs, frozen)
+    if simulated is not None and not args.no_anchor:
+        print("# llama-cpp-python anchor skipped: it is not simulated", flush=True)
 
     llm = None
     if not args.no_anchor and simulated is None:

@@ -21,6 +21,12 @@ Reported: per step (temperature 0) tokens, decode tok/s, speedup, the share draf
 history, acceptance; per task and temperature the loop's speedup (median over repeats); tool-call
 validity (parsed calls / calls attempted) with and without the grammar. Prints tables and writes JSON.
 Timings mean something only on a quiet machine.
+
+--costs frozen|gpu --calibration earlier.json prices every round at fixed costs instead of the wall clock,
+as engine.bench does (see its docstring): a pass's time is the sum of its rounds' simulated times, so a
+loop's speed says what the choices are worth at those costs. With the calibration of another machine (a
+Xeon's JSON from engine.bench), the goal set on that machine is checked here. Grammar work, about 1 ms a
+token for plain and auto alike, is not priced.
 """
 
 from __future__ import annotations
@@ -36,9 +42,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.bench import calibration_arg, costs_args, install_simulated_costs, round_seconds
 from engine.config import ChatMessage, DrafterMode, ModelSpec, SamplingParams, SpecParams
 from engine.decoding.chat_engine import Engine
-from engine.decoding.events import DoneEvent
+from engine.decoding.events import DoneEvent, RoundEvent
+from engine.decoding.policy import CostModel
 from engine.llama import cpu_weights
 from engine.models import starter
 from engine.tools import ToolChoice, ToolChoiceMode, ToolSpec
@@ -123,13 +131,16 @@ class Step:
     grammar_s: float
 
 
-def run_loop(engine: Engine, host, tools: list[ToolSpec], prompt: str, sampling, spec, grammar, remember) -> list[Step]:
-    """One agent loop: a pass of the model per scripted step, each call's result fed back."""
+def run_loop(
+    engine: Engine, host, tools: list[ToolSpec], prompt: str, sampling, spec, grammar, remember, simulated=None
+) -> list[Step]:
+    """One agent loop: a pass of the model per scripted step, each call's result fed back.
+    simulated: a CostModel that times each pass instead of the wall clock."""
     messages = [ChatMessage("system", SYSTEM), ChatMessage("user", prompt)]
     steps = []
     for name in SCRIPT:
         choice = ToolChoice(ToolChoiceMode.FUNCTION, name) if name else ToolChoice(ToolChoiceMode.NONE)
-        done = None
+        done, rounds = None, []
         for event in engine.chat(
             messages,
             sampling,
@@ -140,14 +151,17 @@ def run_loop(engine: Engine, host, tools: list[ToolSpec], prompt: str, sampling,
             parallel_tool_calls=False,
             remember=remember,
         ):
+            if isinstance(event, RoundEvent):
+                rounds.append(event)
             done = event
         assert isinstance(done, DoneEvent), done
         s = done.stats
+        gen_s = pass_seconds(rounds, simulated) if simulated is not None else s.gen_s
         steps.append(
             Step(
                 n_tokens=s.n_tokens,
-                gen_s=s.gen_s,
-                decode_tps=s.gen_tps,
+                gen_s=gen_s,
+                decode_tps=s.n_tokens / gen_s if gen_s > 0 else 0.0,
                 n_drafted=s.n_drafted,
                 n_accepted=s.n_accepted,
                 from_lookup=s.tokens_by_source.get("lookup", 0),
@@ -162,6 +176,11 @@ def run_loop(engine: Engine, host, tools: list[ToolSpec], prompt: str, sampling,
         for call in done.tool_calls:
             messages.append(ChatMessage("tool", call_tool(host, call), tool_call_id=call.id, name=call.name))
     return steps
+
+
+def pass_seconds(rounds: list[RoundEvent], costs: CostModel) -> float:
+    """A pass's decoding time in simulated seconds: all its rounds, as AnswerStats.gen_s counts them."""
+    return sum(round_seconds(event, costs) for event in rounds)
 
 
 def call_tool(host, call) -> str:
@@ -251,6 +270,8 @@ def summarise(loops: list[dict], repeats: int) -> dict:
     validity = {}
     for name, grammar in (("with grammar", True), ("without grammar", False)):
         steps = [s for x in loops if CONFIGS[x["config"]][1] == grammar for s in x["steps"]]
+        if not steps:  # plain-no-grammar was left out
+            continue
         parsed = sum(len(s["calls"]) for s in steps)
         attempted = parsed + sum(s["n_malformed"] for s in steps)
         grammar_s = sum(s["grammar_s"] for s in steps)
@@ -314,8 +335,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=192, help="per pass of the model")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated, of: %(default)s")
+    costs_args(parser)
     parser.add_argument("--json", default="bench_agent.json")
     args = parser.parse_args(argv)
+    frozen = calibration_arg(parser, args)
+    configs = [c for c in args.configs.split(",") if c]
+    if not {"plain", "auto"} <= set(configs) or any(c not in CONFIGS for c in configs):
+        parser.error(f"--configs: plain, auto and any of {', '.join(CONFIGS)}")
     from engine.mcp import McpHost, ServerConfig
 
     target, draft = starter.pair_or_starter(args.model, args.draft)
@@ -326,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     loops = []
     engine = Engine(ModelSpec(target), ModelSpec(draft) if draft else None, history_dir=scratch / "history")
     models = f"{engine.info.target_name} + {engine.info.draft_name}"
+    simulated = install_simulated_costs(engine, args.costs, frozen)
     try:
         with McpHost() as host:
             server = ServerConfig(SERVER, sys.executable, ("-m", "engine.mcp.workspace_server", str(workspace)))
@@ -334,14 +362,23 @@ def main(argv: list[str] | None = None) -> int:
                 for repeat in range(args.repeats):
                     engine.forget_history(None)  # each repeat's first loop is a first loop
                     for task, (path, function) in enumerate(TASKS):
-                        for config, (spec, grammar) in CONFIGS.items():  # interleaved: a slow moment hits all
+                        for config in configs:  # interleaved: a slow moment hits all
+                            spec, grammar = CONFIGS[config]
                             write_project(workspace)
                             sampling = SamplingParams(
                                 temperature=temperature, max_tokens=args.max_tokens, seed=1234 + repeat
                             )
                             remember = 1 + 100 * repeat + task if config == "auto" else None
                             steps = run_loop(
-                                engine, host, tools, task_prompt(path, function), sampling, spec, grammar, remember
+                                engine,
+                                host,
+                                tools,
+                                task_prompt(path, function),
+                                sampling,
+                                spec,
+                                grammar,
+                                remember,
+                                simulated,
                             )
                             loops.append(
                                 {
@@ -369,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"platform": platform.platform(), "cpu": cpu_weights.cpu_features()},
         "models": models,
         "max_tokens": args.max_tokens,
+        "costs": args.costs,
+        "simulated_calibration": simulated.calibration().as_dict() if simulated else None,
         **summary,
         "loops": loops,
     }

@@ -176,3 +176,28 @@ def test_summarise_judges_auto_against_the_oracle(capsys):
     simulated = summarise(runs, [{"id": "a"}, {"id": "b"}], configs, None, None, estimates=False)
     assert simulated["estimate_error"] == {}
     assert not any("estimate" in goal for goal in simulated["goals"])
+
+
+def test_an_agent_pass_is_timed_by_all_its_rounds_at_the_simulated_costs():
+    from engine.bench_agent import pass_seconds
+
+    costs = frozen_costs(Calibration({1: STEP, 2: 1.3 * STEP, 4: 2.2 * STEP, 32: 9.0 * STEP}, draft_step_s=0.6 * STEP))
+    # Unlike a chat answer's decode rate, a pass counts its first round too, as AnswerStats.gen_s does.
+    rounds = [event(DrafterKind.HISTORY, 31, 31), event(DrafterKind.LOOKUP, 3, 0), event(DrafterKind.NONE, 0, 0)]
+    assert pass_seconds(rounds, costs) == pytest.approx(9.0 * STEP + 2.2 * STEP + STEP)
+    assert pass_seconds([], costs) == 0.0
+
+
+def test_the_agent_benchmark_takes_an_earlier_calibration_only_with_simulated_costs(tmp_path, capsys):
+    from engine.bench_agent import main
+
+    saved = tmp_path / "bench.json"
+    saved.write_text(json.dumps({"engine": {}, "simulated_calibration": Calibration({1: STEP}).as_dict()}))
+    for argv, says in (
+        (["--calibration", str(saved)], "goes with --costs frozen or gpu"),
+        (["--costs", "frozen", "--calibration", str(tmp_path / "none.json")], "not a JSON this benchmark wrote"),
+        (["--configs", "plain"], "plain, auto and any of"),
+    ):
+        with pytest.raises(SystemExit) as ended:  # before any model loads
+            main(argv)
+        assert ended.value.code == 2 and says in capsys.readouterr().err

@@ -142,3 +142,11 @@ def test_the_library_marks_base_models(isolated_home, smollm2_path, gemma3_path)
     assert gemma.is_base_model and gemma.chat_format == "gemma"
     assert gemma.chat_format_label == "base model — Gemma format"
     assert not smol.is_base_model and smol.chat_format_label == ""
+
+
+@pytest.mark.parametrize("name", ["smollm2", "gemma", "qwen"])
+def test_an_empty_conversation_is_no_prompt_and_no_template_failure(runners, name, caplog):
+    formatter = ChatFormatter(runners[name].info)
+    with caplog.at_level("WARNING", logger="engine.chat.template"):
+        assert formatter.segments([]) == [] and formatter.format([]) == ""
+    assert not caplog.records  # Qwen's template read messages[0] and failed, logged twice a new chat

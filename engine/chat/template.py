@@ -185,7 +185,11 @@ class ChatFormatter:
         """The prompt as template text and content, ending where the assistant's answer begins.
 
         tools: the functions the model may call; tool_choice: whether it must (said in the system
-        prompt). Messages may hold assistants' tool_calls and `tool` results with or without tools."""
+        prompt). Messages may hold assistants' tool_calls and `tool` results with or without tools.
+        No messages, no prompt: the context meter counts a new chat so, and templates that read
+        messages[0] (Qwen's, for its default system prompt) would fail on it."""
+        if not messages:
+            return []
         contents, rendered = [], []
         for m in self._prepared(messages):
             content = m.content.strip() if self.trims else m.content

@@ -97,6 +97,7 @@ class CostModel:
         self.rolls_back = rollback_s > 0
         self._checkpoint = rollback_s
         self._rollback: deque[float] = deque(maxlen=WINDOW)
+        self._plain_overhead: deque[float] = deque(maxlen=WINDOW)
         self._table: list[float] | None = None  # index n -> seconds, rebuilt after observations
 
     @property
@@ -117,6 +118,13 @@ class CostModel:
     def mtp_step_s(self) -> float | None:
         """One step of the target's MTP head."""
         return _median(self._mtp) if self._mtp else None
+
+    @property
+    def plain_overhead_s(self) -> float:
+        """What a plain step costs beyond its decode: sampling, the text layer and whoever reads the answer's
+        events, as plain rounds measured it (0 until one has). The estimate of plain decoding pays it per token;
+        auto's choices leave it out (a drafted round pays it less often, so leaving it out is cautious)."""
+        return _median(self._plain_overhead) if self._plain_overhead else 0.0
 
     def step_cost(self, drafter: DrafterKind) -> float:
         """What one drafted token costs a built-in drafter named by kind: a model's step, ~0 for lookup
@@ -170,6 +178,9 @@ class CostModel:
         """A rejected draft undone: the restore and the accepted tokens' re-evaluation, measured."""
         self._rollback.append(seconds)
 
+    def observe_plain_overhead(self, seconds: float) -> None:
+        self._plain_overhead.append(max(seconds, 0.0))
+
     def round_overhead_s(self, expected: float, p_all_accepted: float) -> float:
         """What a drafted round costs beyond its verification on a recurrent target (0 elsewhere):
         the checkpoint, and when any draft token is rejected, going back and re-evaluating."""
@@ -205,6 +216,9 @@ class FixedCosts(CostModel):
         pass
 
     def observe_rollback(self, seconds: float) -> None:
+        pass
+
+    def observe_plain_overhead(self, seconds: float) -> None:
         pass
 
 

@@ -78,8 +78,10 @@ class RoundTokens:
     t_draft: float
     t_verify: float  # undoing a rejected tail included
     t_sample: float
-    plain_s: float  # what plain decoding would have paid for these tokens (and an end-of-generation one)
+    plain_s: float  # plain decoding's steps for these tokens (and an end-of-generation one): their decodes alone
     finish: FinishReason | None  # set on the round that ended the answer
+    n_priced: int = 1  # the tokens plain_s prices
+    t_choose: float = 0.0  # asking the drafters and choosing, drafting included: what plain decoding never pays
     draft_steps: int = 0  # a model drafter's decode steps: its tokens, and the one it was too unsure to take
     caught_up: int = 0  # context tokens a draft model evaluated before drafting (a new prompt, a tool result)
 
@@ -239,15 +241,17 @@ class Speculator:
             stats.n_prompt_evaluated = self.target.last_decoded + 1  # the last one goes with the first round
             t_gen = time.perf_counter()
             stats.prompt_s = t_gen - t_start
+            t_resumed = t_gen  # when the reader of the events last handed back
             for verified in self._rounds(prompt, sampling, spec, cancel, show, grammar):
+                t_round = time.perf_counter()
                 event = RoundEvent(
                     verified.round,
                     t_draft=verified.t_draft,
                     t_verify=verified.t_verify,
                     t_sample=verified.t_sample,
-                    plain_s=verified.plain_s,
+                    plain_s=verified.plain_s + verified.n_priced * self.costs.plain_overhead_s,
                     n_tokens=len(verified.tokens),
-                    gen_s=time.perf_counter() - t_gen,
+                    gen_s=t_round - t_gen,
                     draft_steps=verified.draft_steps,
                     caught_up=verified.caught_up,
                 )
@@ -256,6 +260,9 @@ class Speculator:
                 yield from shown
                 shown.clear()
                 finish = verified.finish
+                t_before, t_resumed = t_resumed, time.perf_counter()
+                if not verified.round.drafted:  # a plain step: what it cost beyond its decode, its reading too
+                    self.costs.observe_plain_overhead(t_resumed - t_before - verified.t_choose - verified.t_verify)
             finish = finish or FinishReason.CONTEXT  # the rounds stopped for want of room
         except Cancelled:
             finish = FinishReason.CANCELLED
@@ -309,6 +316,7 @@ class Speculator:
             k_cap = min(spec.max_draft_length, room - 1, sampling.max_tokens - n_answer - 1, self.target.n_batch - 1)
             if n_round == 0:
                 k_cap = 0  # the first token is never held back by a draft's verification
+            t_choose = time.perf_counter()
             draft = self._draft(committed, k_cap, sampling, spec, rng, sampling.max_tokens - n_answer)
             t0 = time.perf_counter()
             speculative = CheckpointKind.ROUND if draft.tokens and self._rolls_back else None
@@ -364,6 +372,8 @@ class Speculator:
                 t_sample=t2 - t1,
                 plain_s=plain_step * n_priced,
                 finish=finish,
+                n_priced=n_priced,
+                t_choose=t0 - t_choose,
                 draft_steps=draft.n_steps,
                 caught_up=draft.caught_up,
             )

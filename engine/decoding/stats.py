@@ -114,7 +114,9 @@ class AnswerStats:
         README's formula: one single-token step per token, each round's tokens priced from that
         round's own measured verification time by the machine's step/batch cost ratio (the
         engine prices a round in RoundEvent.plain_s; apply_to sums them into plain_estimate_s),
-        so a machine that is busier now than at calibration does not inflate the figure. The
+        so a machine that is busier now than at calibration does not inflate the figure; and per
+        token what a plain step costs beyond its decode (sampling, the text layer, the reader of the
+        events: CostModel.plain_overhead_s), which plain decoding pays too. The
         token that ends the answer counts: plain decoding pays a step for it too. Answers stored
         before rounds were priced fall back to n_tokens × the calibrated single-token step.
         """

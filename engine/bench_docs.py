@@ -5,8 +5,9 @@ and with --corpus any folder, e.g. a Python installation's standard library), it
 
 1. indexing throughput: files, MB and passages per minute of the keyword index (licences and each
    --corpus folder) and, with --embedder, passages per second of the vector pass (licences only);
-2. retrieval recall@3 and @5 for BM25 (and vectors and hybrid with --embedder) on the questions of
-   engine/data/docs_questions.json, worded unlike the passages that answer them;
+2. retrieval recall@3 and @5 for BM25 (and vectors and hybrid with --embedder, each reranked with
+   --reranker) on the questions of engine/data/docs_questions.json, worded unlike the passages that
+   answer them, and the seconds a search took per question;
 3. document QA with the starter pair: each prompt grounded in its passages as the app does, answered
    plainly, by auto without the documents drafter and by auto with it, interleaved, --repeats
    times, at temperature 0 and 0.7: decode tokens/s, speedup over plain, the share of the answer
@@ -67,13 +68,17 @@ def index_throughput(library: Library, name: str, embedder=None) -> dict:
     return out
 
 
-def recall(library: Library, name: str, questions: list[dict], embedder=None) -> dict:
+def recall(library: Library, name: str, questions: list[dict], embedder=None, reranker=None) -> dict:
     def flat(text: str) -> str:
         return " ".join(text.split())
 
-    def rate(search, k: int) -> float:
-        found = sum(any(flat(q["phrase"]) in flat(h.text) for h in search(q["question"], k)) for q in questions)
-        return found / len(questions)
+    def rates(search) -> dict:
+        """recall@3 and @5 from one search of 5 per question (a reranked search costs seconds)."""
+        t0 = time.perf_counter()
+        found = [[flat(q["phrase"]) in flat(h.text) for h in search(q["question"], 5)] for q in questions]
+        seconds = (time.perf_counter() - t0) / len(questions)
+        at = {k: sum(any(hits[:k]) for hits in found) / len(questions) for k in (3, 5)}
+        return {"at3": at[3], "at5": at[5], "seconds_per_question": seconds}
 
     def nearest(question: str, k: int) -> list[SimpleNamespace]:  # vectors alone, for comparison
         near = vectors.nearest(library, [name], embedder.key, embedder.embed_query(question), k)
@@ -84,7 +89,11 @@ def recall(library: Library, name: str, questions: list[dict], embedder=None) ->
     if embedder is not None:
         ways["vectors"] = nearest
         ways["hybrid"] = lambda q, k: retrieval.search(library, [name], q, k, embedder)
-    return {way: {"at3": rate(search, 3), "at5": rate(search, 5)} for way, search in ways.items()}
+    if reranker is not None:
+        ways["bm25+rerank"] = lambda q, k: retrieval.search(library, [name], q, k, reranker=reranker)
+        if embedder is not None:
+            ways["hybrid+rerank"] = lambda q, k: retrieval.search(library, [name], q, k, embedder, reranker)
+    return {way: rates(search) for way, search in ways.items()}
 
 
 def qa_runs(engine: Engine, library: Library, name: str, prompts: list[str], args) -> list[dict]:
@@ -157,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench_docs", description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", action="append", default=[], help="another folder to index for throughput")
     parser.add_argument("--embedder", help="an embedding GGUF: vector pass, vectors and hybrid recall")
+    parser.add_argument(
+        "--reranker", help="a text-generation GGUF (e.g. the starter draft) that reorders what each search found"
+    )
     parser.add_argument("--model", help="target GGUF (default: the starter target)")
     parser.add_argument("--draft", help="draft GGUF (default: the starter draft)")
     parser.add_argument("--max-tokens", type=int, default=96)
@@ -171,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         from engine.documents.embeddings import Embedder
 
         embedder = Embedder(args.embedder)
+    reranker = None
+    if args.reranker:
+        from engine.documents.rerank import Reranker
+
+        reranker = Reranker(args.reranker)
 
     root = Path(tempfile.mkdtemp(prefix="specula-bench-docs-"))
     try:
@@ -195,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
                 library, name
             )  # keyword index: a vector pass of a big folder takes hours
         recalls = {
-            "tuned": recall(library, "licences", data["questions"], embedder),
-            "held_out": recall(held_out, "licences", data["held_out"]["questions"], embedder),
+            "tuned": recall(library, "licences", data["questions"], embedder, reranker),
+            "held_out": recall(held_out, "licences", data["held_out"]["questions"], embedder, reranker),
         }
 
         print(f"# {platform.platform()}; {cpu_weights.cpu_features()}")
@@ -211,10 +228,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\n## Recall on questions worded unlike their answers")
         print(f"## tuned on: {len(data['questions'])} questions, {len(data['licences'])} licences;", end=" ")
         print(f"held out: {len(data['held_out']['questions'])} questions, {len(data['held_out']['licences'])} licences")
-        print(f"{'':8} {'tuned @3':>9} {'tuned @5':>9} {'held-out @3':>12} {'held-out @5':>12}")
+        print(f"{'':13} {'tuned @3':>9} {'tuned @5':>9} {'held-out @3':>12} {'held-out @5':>12} {'s/question':>10}")
         for way in recalls["tuned"]:
             tuned, held = recalls["tuned"][way], recalls["held_out"][way]
-            print(f"{way:8} {tuned['at3']:9.2f} {tuned['at5']:9.2f} {held['at3']:12.2f} {held['at5']:12.2f}")
+            print(
+                f"{way:13} {tuned['at3']:9.2f} {tuned['at5']:9.2f} {held['at3']:12.2f} {held['at5']:12.2f}"
+                f" {tuned['seconds_per_question']:10.3f}"
+            )
 
         runs, rows = [], []
         if not args.no_qa:
@@ -239,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         library.close()
         held_out.close()
     finally:
-        if embedder is not None:
-            embedder.close()
+        for model in (embedder, reranker):
+            if model is not None:
+                model.close()
         shutil.rmtree(root, ignore_errors=True)
     result = {
         "machine": {"platform": platform.platform(), "cpu": cpu_weights.cpu_features()},

@@ -222,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
             engine.close()
             if library is not None:
                 library.close()
-            if getattr(args, "embedder", None) is not None:
-                args.embedder.close()
+            for model in (getattr(args, "embedder", None), getattr(args, "reranker", None)):
+                if model is not None:
+                    model.close()
     except EngineError as e:
         print(f"error: {user_message(e)}", file=sys.stderr)
         return 2
@@ -397,12 +398,13 @@ def ground(engine, library, args, messages: list[ChatMessage], question: str):
         return None
     if not hasattr(args, "embedder"):  # loaded once, at the first question (None: keyword search)
         args.embedder = documents_cli.search_embedder(library)
+        args.reranker = documents_cli.search_reranker(library)
 
     def fits(text: str) -> bool:
         tokens = engine.prompt_tokens([*messages, ChatMessage("user", text)])
         return len(tokens) + engine.answer_room(args.max_tokens) <= engine.info.n_ctx
 
-    return documents_cli.ask(library, args.collection, question, fits, args.embedder)
+    return documents_cli.ask(library, args.collection, question, fits, args.embedder, args.reranker)
 
 
 def cmd_chat(engine, args, library=None) -> int:

@@ -1,4 +1,5 @@
-"""`python -m engine docs`: the document library in the terminal (list, add, index, search, remove, embedder)."""
+"""`python -m engine docs`: the document library in the terminal (list, add, index, search, remove, embedder,
+reranker)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ def add_parser(sub) -> None:
     )
     embedder.add_argument("path", nargs="?", help="the model file; without it: the model in use")
     embedder.add_argument("--none", action="store_true", help="keyword search only (stored vectors are kept)")
+    reranker = verbs.add_parser(
+        "reranker",
+        help="a small text-generation model (e.g. the draft model) that reorders what a search found, or --none",
+    )
+    reranker.add_argument("path", nargs="?", help="the model file; without it: the model in use")
+    reranker.add_argument("--none", action="store_true", help="keep the search's own order")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
             "search": _search,
             "remove": _remove,
             "embedder": _embedder,
+            "reranker": _reranker,
         }
         return verbs[args.verb](library, args)
     except LibraryError as e:
@@ -156,12 +164,13 @@ def _search(library: Library, args) -> int:
     names = [n.strip() for n in args.name.split(",") if n.strip()]
     for name in names:
         library.collection(name)  # an unknown name says so
-    embedder = _search_embedder(library)
+    embedder, reranker = _search_embedder(library), search_reranker(library)
     try:
-        hits = retrieval.search(library, names, args.question, args.limit, embedder)
+        hits = retrieval.search(library, names, args.question, args.limit, embedder, reranker)
     finally:
-        if embedder is not None:
-            embedder.close()
+        for model in (embedder, reranker):
+            if model is not None:
+                model.close()
     if not hits:
         print("nothing found")
     for i, hit in enumerate(hits, 1):
@@ -222,6 +231,30 @@ def _embedder(library: Library, args) -> int:
     return 0
 
 
+def _reranker(library: Library, args) -> int:
+    if args.none:
+        library.set_reranking_model(None)
+        print("No reranking model: passages in the search's own order.")
+        return 0
+    if args.path is None:
+        path = library.reranking_model()
+        if path is None:
+            print("No reranking model. Choose one (a small chat model): python -m engine docs reranker FILE.gguf")
+        else:
+            print(f"{path}" + ("" if Path(path).is_file() else " (missing: the search's own order)"))
+        return 0
+    from engine.documents.rerank import Reranker
+
+    with Reranker(args.path) as reranker:  # refuses an embedding model, or a file llama.cpp cannot load
+        name = reranker.name
+    library.set_reranking_model(args.path)
+    print(
+        f"Reranking model: {name}. Each search scores its best passages with it: about a second a passage "
+        "on a CPU, a fraction on a GPU."
+    )
+    return 0
+
+
 def _remove(library: Library, args) -> int:
     library.collection(args.name)
     if args.path:
@@ -245,15 +278,31 @@ def open_collections(names: list[str]) -> Library:
     return library
 
 
-def ask(library: Library, names: list[str], question: str, fits, embedder=None) -> grounding.Grounded:
-    """The question grounded in the best passages of these collections that fit (embedder: hybrid search)."""
-    return grounding.find_and_ground(library, names, question, fits, embedder)
+def ask(library: Library, names: list[str], question: str, fits, embedder=None, reranker=None) -> grounding.Grounded:
+    """The question grounded in the best passages of these collections that fit (embedder: hybrid
+    search; reranker: the best reordered)."""
+    return grounding.find_and_ground(library, names, question, fits, embedder, reranker)
 
 
 def search_embedder(library: Library):
     """The library's embedding model, loaded, for hybrid search; None (keyword search) when none is
     chosen or it cannot be loaded (said on stderr)."""
     return _search_embedder(library)
+
+
+def search_reranker(library: Library):
+    """The library's reranking model, loaded; None (the search's order) when none is chosen or it
+    cannot be loaded (said on stderr)."""
+    path = library.reranking_model()
+    if path is None:
+        return None
+    from engine.documents.rerank import Reranker
+
+    try:
+        return Reranker(path)
+    except EngineError as e:
+        print(f"passages in the search's own order: {e}", file=sys.stderr)
+        return None
 
 
 def source_lines(grounded: grounding.Grounded, answer: str) -> list[str]:

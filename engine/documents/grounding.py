@@ -52,11 +52,17 @@ def ground(question: str, hits: list[Hit], fits: Callable[[str], bool]) -> Groun
 
 
 def find_and_ground(
-    library: Library, collections: list[str], question: str, fits: Callable[[str], bool], embedder=None
+    library: Library,
+    collections: list[str],
+    question: str,
+    fits: Callable[[str], bool],
+    embedder=None,
+    reranker=None,
 ) -> Grounded:
     """The question grounded in the best passages of these collections that fit, and for drafting
-    the passages found and the collections' whole text (embedder: for hybrid search, as retrieval.search)."""
-    hits = search(library, collections, question, DRAFTED, embedder=embedder)
+    the passages found and the collections' whole text (embedder: for hybrid search, reranker: to
+    reorder what it found, as retrieval.search)."""
+    hits = search(library, collections, question, DRAFTED, embedder=embedder, reranker=reranker)
     whole = WholeText(library.index_file, tuple(collections))
     return replace(ground(question, hits[:SEARCHED], fits), drafts=hits, whole=whole)
 

@@ -13,7 +13,8 @@ read in, or is not there at all. A passage's vectors go with it: a trigger delet
 passage is deleted (its file changed, vanished or left the collection).
 
 collections.json also names the embedding model the user chose for the library ("embedding_model",
-a GGUF path; absent: keyword search only).
+a GGUF path; absent: keyword search only) and the model that reorders what a search found
+("reranking_model", a text-generation GGUF; absent: the search's order).
 """
 
 from __future__ import annotations
@@ -184,17 +185,30 @@ class Library:
 
     def embedding_model(self) -> str | None:
         """The embedding model's path the user chose (None: keyword search only)."""
-        value = self._definitions().get("embedding_model")
-        return value if isinstance(value, str) and value else None
+        return self._model_path("embedding_model")
 
     def set_embedding_model(self, path: str | Path | None) -> None:
         """Choose the library's embedding model (None: none). Vectors of another model stay in the
         index, unused, so choosing that model again needs no new pass."""
+        self._set_model_path("embedding_model", path)
+
+    def reranking_model(self) -> str | None:
+        """The text-generation model's path the user chose to reorder search results (None: none)."""
+        return self._model_path("reranking_model")
+
+    def set_reranking_model(self, path: str | Path | None) -> None:
+        self._set_model_path("reranking_model", path)
+
+    def _model_path(self, key: str) -> str | None:
+        value = self._definitions().get(key)
+        return value if isinstance(value, str) and value else None
+
+    def _set_model_path(self, key: str, path: str | Path | None) -> None:
         data = self._definitions()
         if path is None:
-            data.pop("embedding_model", None)
+            data.pop(key, None)
         else:
-            data["embedding_model"] = str(Path(path).expanduser().resolve())
+            data[key] = str(Path(path).expanduser().resolve())
         data.setdefault("collections", [])
         write_json(self.definitions, data)
 
@@ -202,7 +216,7 @@ class Library:
         return read_definitions(self.root)
 
     def _save(self, collections: list[Collection]) -> None:
-        data = self._definitions()  # keeps the other settings (the embedding model)
+        data = self._definitions()  # keeps the other settings (the models chosen)
         data["collections"] = [{"name": c.name, "sources": c.sources} for c in collections]
         write_json(self.definitions, data)
 

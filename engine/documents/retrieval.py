@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 from engine.documents import cjk, readers, vectors
 from engine.documents.library import GRAMS, Library
@@ -36,6 +37,8 @@ from engine.documents.library import GRAMS, Library
 # Reciprocal rank fusion's constant (Cormack et al. 2009), for the words' and the CJK pieces' rankings,
 # whose BM25 scores are not on one scale.
 RRF_K = 60
+# Candidates a reranker (rerank.py) reorders: the search's best; 10-15 scored alike on the questions tuned on.
+RERANKED = 12
 CANDIDATES = 50  # passages each ranking contributes to the combination
 # The meaning's share of a hybrid score. Equal: a heavier weight on vectors scored higher on this
 # project's questions, which are written to share few words with their answers, but would bury the
@@ -112,6 +115,12 @@ class Hit:
         return readers.citation(self.path, self.page, self.line_start, self.line_end)
 
 
+class PassageReranker(Protocol):
+    """What search needs of a reranker (rerank.Reranker): the same hits in a better order."""
+
+    def rerank(self, question: str, hits: list[Hit]) -> list[Hit]: ...
+
+
 def fts_query(question: str) -> str:
     """The question as an FTS5 query: each word quoted, OR-ed; "" when no word is left. The last
     MAX_QUERY_WORDS distinct words only: a message with a long file attached is not a question of
@@ -128,14 +137,19 @@ def search(
     question: str,
     limit: int = 5,
     embedder: vectors.PassageEmbedder | None = None,
+    reranker: PassageReranker | None = None,
 ) -> list[Hit]:
     """Up to limit passages of these collections, best first.
 
     embedder: an embeddings.Embedder (or anything with its key and embed_query) for hybrid search;
     None, or no vectors of its model in these collections: BM25 alone.
+    reranker: a rerank.Reranker, which reorders the best candidates found (at least its RERANKED).
     """
     if not collections or not question.strip():
         return []
+    if reranker is not None:
+        found = search(library, collections, question, max(limit, RERANKED), embedder)
+        return reranker.rerank(question, found)[:limit]
     if embedder is None:
         return [hit for _, hit in _keyword(library, collections, question, limit)]
     keyword = _keyword(library, collections, question, max(CANDIDATES, limit))
@@ -145,7 +159,7 @@ def search(
     fused = combine([[(pid, hit.score) for pid, hit in keyword], near], [1 - VECTOR_WEIGHT, VECTOR_WEIGHT])[:limit]
     found = dict(keyword)
     found.update(_passages(library, [pid for pid, _ in fused if pid not in found]))
-    return [_scored(found[pid], score) for pid, score in fused if pid in found]
+    return [scored(found[pid], score) for pid, score in fused if pid in found]
 
 
 def combine(rankings: list[list[tuple[int, float]]], weights: list[float]) -> list[tuple[int, float]]:
@@ -190,7 +204,7 @@ def _keyword(library: Library, collections: list[str], question: str, limit: int
     if not words or not grams:
         return words or grams
     found = dict(words) | dict(grams)
-    return [(pid, _scored(found[pid], score)) for pid, score in fuse([[p for p, _ in words], [p for p, _ in grams]])][
+    return [(pid, scored(found[pid], score)) for pid, score in fuse([[p for p, _ in words], [p for p, _ in grams]])][
         :limit
     ]
 
@@ -219,5 +233,6 @@ def _passages(library: Library, ids: list[int]) -> dict[int, Hit]:
     return found
 
 
-def _scored(hit: Hit, score: float) -> Hit:
+def scored(hit: Hit, score: float) -> Hit:
+    """The hit with another score."""
     return Hit(hit.collection, hit.path, hit.text, hit.heading, hit.line_start, hit.line_end, hit.page, score)

@@ -150,6 +150,11 @@ def test_meaning_search_in_the_app_an_embedding_model_chosen_checked_and_used(
     assert "chat" in failures[0].lower() and service.embedding_model() == ""
     service.set_embedding_model(str(embedding_fixture.minilm_gguf()))
     qtbot.waitUntil(lambda: "meaning" in dialog.embedding_label.text(), timeout=30_000)
+    service.set_reranking_model(str(embedding_fixture.minilm_gguf()))  # an embedding model cannot rerank
+    qtbot.waitUntil(lambda: len(failures) == 2, timeout=30_000)
+    assert "is an embedding model" in failures[1] and service.reranking_model() == ""
+    service.set_reranking_model(smollm2_path)  # a small chat model can
+    qtbot.waitUntil(lambda: "reordered by" in dialog.reranking_label.text(), timeout=30_000)
 
     embedded = []
     service.vector_progress.connect(lambda name, p: embedded.append((p.done, p.total)))
@@ -165,4 +170,5 @@ def test_meaning_search_in_the_app_an_embedding_model_chosen_checked_and_used(
     ask(qtbot, window, "Which licence lets me keep my changes private when I only use the program?")
     answer = window.session.messages[-1]
     assert answer.sources and answer.error is None and answer.content
-    assert window.host.worker.embedder is not None  # loaded on the engine thread, kept for the next question
+    worker = window.host.worker  # both models loaded on the engine thread, kept for the next question
+    assert worker.embedding_model.model is not None and worker.reranking_model.model is not None

@@ -310,9 +310,10 @@ def test_the_library_is_the_data_folders_unless_the_config_names_another(tmp_pat
     server.service.documents.close()
 
 
-def test_with_an_embedding_model_chosen_the_server_finds_passages_by_meaning(smollm2_path, tmp_path):
+def test_with_an_embedding_model_chosen_the_server_finds_passages_by_meaning(smollm2_path, qwen_paths, tmp_path):
     """The library's embedding model (chosen in the app or with `engine docs embedder`) makes the
-    server's search hybrid, as the app's: a question that shares no word with its answer finds it."""
+    server's search hybrid, as the app's: a question that shares no word with its answer finds it.
+    A reranking model chosen (`engine docs reranker`) then puts it first."""
     from engine import Engine
     from engine.documents import vectors
     from engine.documents.embeddings import Embedder
@@ -361,5 +362,14 @@ def test_with_an_embedding_model_chosen_the_server_finds_passages_by_meaning(smo
         # Found by meaning among the first two (the first by keywords holds more of the question's words).
         assert any(answer_starts in " ".join(hit.text.split()) for hit in found.sources[:2])
         assert any(answer_starts in text for text in found.drafts[:2])  # drafted from, reflowed as the prompt has it
+
+        library = Library(root)
+        library.set_reranking_model(qwen_paths[1])  # the starter draft, as engine.bench_docs measured it
+        library.close()
+        reranked = Documents(root)
+        _, found = reranked.ground(engine, [ChatMessage("user", question)], ("licenses",), 16)
+        assert reranked._chosen()[1].model is not None  # loaded on this thread, kept for the next request
+        reranked.close()
+        assert answer_starts in " ".join(found.sources[0].text.split())
     finally:
         engine.close()

@@ -84,6 +84,11 @@ class DocumentsService(QObject):
         value = read_definitions(self.root).get("embedding_model")
         return value if isinstance(value, str) else ""
 
+    def reranking_model(self) -> str:
+        """The model chosen to reorder what a search found ("" for none), from the definitions file."""
+        value = read_definitions(self.root).get("reranking_model")
+        return value if isinstance(value, str) else ""
+
     # -- jobs ------------------------------------------------------------------------------------
 
     def refresh(self) -> None:
@@ -110,6 +115,19 @@ class DocumentsService(QObject):
 
                 check(path)  # not an embedding model: failed says which kind of file it is
             library.set_embedding_model(path)
+
+        self._submit(choose)
+
+    def set_reranking_model(self, path: str | None) -> None:
+        """Reorder the passages a search found with this text-generation GGUF (its header checked
+        first), or not (None). Loaded by the chat's engine thread at the next grounded answer."""
+
+        def choose(library: Library) -> None:
+            if path is not None:
+                from engine.documents.rerank import check
+
+                check(path)  # an embedding model or a reranker: failed says what it is
+            library.set_reranking_model(path)
 
         self._submit(choose)
 

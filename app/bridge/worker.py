@@ -43,9 +43,9 @@ from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from engine import DoneEvent, RoundEvent, TokenEvent, ToolSpec
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
-from engine.documents import grounding
+from engine.documents import chosen, grounding
 from engine.documents.library import Library, LibraryError
-from engine.errors import ContextFullError, EngineError, IncompatibleDraftError, OperationCancelled, user_message
+from engine.errors import ContextFullError, IncompatibleDraftError, OperationCancelled, user_message
 from engine.paths import auto_memory_file as default_auto_memory_file
 from engine.paths import documents_dir as default_documents_dir
 from engine.paths import history_dir as default_history_dir
@@ -163,8 +163,8 @@ class EngineWorker(QObject):
         super().__init__()
         self.engine = None
         self.library: Library | None = None  # the document library, opened on this thread when first asked
-        self.embedder = None  # its embedding model (engine.documents.embeddings.Embedder), loaded when first needed
-        self.embedder_refused: str | None = None  # a model that could not be loaded
+        # Its embedding and reranking models, loaded on this thread when a search first needs them.
+        self.embedding_model, self.reranking_model = chosen.embedding_model(), chosen.reranking_model()
         self.history_dir = history_dir
         self.memory_file = memory_file
         # Set by EngineHost.shutdown (any thread): requests still queued are skipped.
@@ -301,28 +301,18 @@ class EngineWorker(QObject):
         names = [c.name for c in self.library.collections()]
         if missing := [n for n in collections if n not in names]:
             raise LibraryError(f"There is no collection named {', '.join(map(repr, missing))} any more.")
-        grounded = grounding.find_and_ground(self.library, list(collections), last.content, fits, self._embedder())
+        embedder = self.embedding_model.get(
+            self.library,
+            lambda e: self.documents_failed.emit(0, f"Keyword search only: the embedding model cannot be used: {e}"),
+        )
+        reranker = self.reranking_model.get(
+            self.library,
+            lambda e: self.documents_failed.emit(
+                0, f"Passages in the search's order: the reranking model cannot be used: {e}"
+            ),
+        )
+        grounded = grounding.find_and_ground(self.library, list(collections), last.content, fits, embedder, reranker)
         return [*before, ChatMessage(last.role, grounded.message, last.reasoning)], grounded
-
-    def _embedder(self):
-        """The library's embedding model, loaded on this thread at first use, for hybrid search; None
-        (keyword search, and documents_failed says why, once) when none is chosen or it cannot be loaded."""
-        path = self.library.embedding_model()
-        if self.embedder is not None and self.embedder.path != path:
-            self.embedder.close()
-            self.embedder = None
-        if path is None or self.embedder is not None:
-            return self.embedder
-        if path == self.embedder_refused:
-            return None
-        try:
-            from engine.documents.embeddings import Embedder
-
-            self.embedder = Embedder(path)
-        except EngineError as e:
-            self.embedder_refused = path  # not tried again at every keystroke's count; a new choice is
-            self.documents_failed.emit(0, f"Keyword search only: the embedding model cannot be used: {e}")
-        return self.embedder
 
     @Slot(object)
     def count_tokens(self, request: CountRequest) -> None:
@@ -412,9 +402,8 @@ class EngineWorker(QObject):
         if self.library is not None:
             self.library.close()
             self.library = None
-        if self.embedder is not None:
-            self.embedder.close()
-            self.embedder = None
+        self.embedding_model.close()
+        self.reranking_model.close()
 
     def _close_engine(self) -> None:
         if self.engine is not None:

@@ -9,7 +9,8 @@ through a Library opened on that thread (one per thread, as the library asks), k
 requests and closed when the server stops. With an embedding model chosen for the library (the
 app's Documents window, `engine docs embedder`), the search is hybrid as in the app: the model is
 loaded on that thread at the first grounded request and kept; one that cannot be loaded is logged
-once and the search is by keywords. The passages found are drafted from (the documents drafter) as
+once and the search is by keywords. A reranking model chosen (`engine docs reranker`) reorders
+what the search found, the same way. The passages found are drafted from (the documents drafter) as
 in the app. The response carries the passages given as its sources, each marked where the answer
 cites it.
 """
@@ -24,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from engine import paths
 from engine.config import ChatMessage
-from engine.documents import grounding
+from engine.documents import chosen, grounding
+from engine.documents.chosen import ChosenModel
 from engine.documents.library import Library, read_collections
 from engine.documents.retrieval import Hit
 from engine.documents.whole_text import WholeText
@@ -72,7 +74,7 @@ class Documents:
     def __init__(self, root: Path | str | None = None):
         self._root = Path(root) if root else None
         self._libraries: dict[int, Library] = {}  # by thread: each opened on the thread that uses it
-        self._embedders: dict[int, tuple[str, object]] = {}  # by thread: (model path, Embedder or None)
+        self._models: dict[int, tuple[ChosenModel, ChosenModel]] = {}  # by thread: (embedding, reranking)
         self._lock = threading.Lock()  # close() from the stopping thread never meets a search
 
     @property
@@ -103,31 +105,25 @@ class Documents:
             library = self._library()
             for name in names:
                 library.collection(name)  # removed since the request came: LibraryError says which
-            embedder = self._embedder(library)
-            grounded = grounding.find_and_ground(library, list(names), question.content, fits, embedder)
+            embedding, reranking = self._chosen()
+            embedder = embedding.get(
+                library,
+                lambda e: log.warning("documents are searched by keywords: the embedding model cannot be used (%s)", e),
+            )
+            reranker = reranking.get(
+                library,
+                lambda e: log.warning("passages keep the search's order: the reranking model cannot be used (%s)", e),
+            )
+            grounded = grounding.find_and_ground(library, list(names), question.content, fits, embedder, reranker)
         found = Grounding(tuple(grounded.sources), tuple(grounded.draft_texts), grounded.whole)
         return [*before, ChatMessage("user", grounded.message), *after], found
 
-    def _embedder(self, library: Library):
-        """This thread's embedding model for the library's choice, loaded once; None for keywords only."""
-        chosen = library.embedding_model()
+    def _chosen(self) -> tuple[ChosenModel, ChosenModel]:
+        """This thread's embedding and reranking models, each loaded when a search first needs it."""
         thread = threading.get_ident()
-        path, embedder = self._embedders.get(thread, (None, None))
-        if path == chosen:
-            return embedder
-        if embedder is not None:
-            embedder.close()
-        embedder = None
-        if chosen is not None:
-            from engine.documents.embeddings import Embedder
-            from engine.errors import EngineError
-
-            try:
-                embedder = Embedder(chosen)
-            except EngineError as e:
-                log.warning("documents are searched by keywords: the embedding model cannot be used (%s)", e)
-        self._embedders[thread] = (chosen, embedder)
-        return embedder
+        if thread not in self._models:
+            self._models[thread] = (chosen.embedding_model(), chosen.reranking_model())
+        return self._models[thread]
 
     def _library(self) -> Library:
         thread = threading.get_ident()
@@ -140,8 +136,8 @@ class Documents:
         """Close the libraries opened (the server stops); a later request opens one again."""
         with self._lock:
             libraries, self._libraries = list(self._libraries.values()), {}
-            embedders, self._embedders = [e for _, e in self._embedders.values() if e is not None], {}
-        for embedder in embedders:
-            embedder.close()
+            models, self._models = [m for pair in self._models.values() for m in pair], {}
+        for model in models:
+            model.close()
         for library in libraries:
             library.close()

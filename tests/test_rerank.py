@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,17 @@ def test_only_the_best_candidates_are_reordered_and_the_rest_keep_their_place(he
     assert reranked[retrieval.RERANKED :] == found[retrieval.RERANKED :]
     assert reranker.rerank(question, found[:1]) == found[:1]  # nothing to reorder: no model call needed
     assert reranker.rerank("   ", found) == found
+
+
+def test_a_stopped_reranking_keeps_the_search_order(held_out, reranker):
+    found = retrieval.search(held_out, ["licences"], "May I charge money for giving copies away?", 8)
+    stop = threading.Event()
+    stop.set()  # the answer's Stop, pressed while its passages are being scored
+    reranker.set_cancel(stop)
+    try:
+        assert reranker.rerank("May I charge money for giving copies away?", found) == found
+    finally:
+        reranker.set_cancel(None)
 
 
 def test_the_model_reads_the_heading_and_the_text_flattened_and_cut():

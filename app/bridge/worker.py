@@ -258,7 +258,7 @@ class EngineWorker(QObject):
         the context (sources_found says which), and the grounding (what to draft from: the passages found
         and the collections' whole text); unchanged and None, with documents_failed, if they cannot be searched."""
         fits = self._fits_context(request.messages, request.sampling.max_tokens)
-        return self._search(request.id, request.messages, request.collections, fits)
+        return self._search(request.id, request.messages, request.collections, fits, request.cancel)
 
     def ground_for_remote(self, request_id: int, messages: list[ChatMessage], collections: tuple[str, ...]) -> None:
         """Find the passages for a remote engine's answer (the user allowed it for the chat), as many as
@@ -270,10 +270,10 @@ class EngineWorker(QObject):
         grounded, _ = self._search(request_id, messages, collections, lambda text: len(text) <= budget)
         self.grounded_for_remote.emit(request_id, grounded)
 
-    def _search(self, request_id: int, messages: list[ChatMessage], collections: tuple[str, ...], fits):
-        """_ground, with sources_found or documents_failed said for request_id."""
+    def _search(self, request_id: int, messages: list[ChatMessage], collections: tuple[str, ...], fits, cancel=None):
+        """_ground, with sources_found or documents_failed said for request_id (cancel: the answer's Stop)."""
         try:
-            grounded_messages, grounded = self._ground(messages, collections, fits)
+            grounded_messages, grounded = self._ground(messages, collections, fits, cancel)
         except (LibraryError, OSError, sqlite3.Error) as e:
             log.warning("documents not searched: %s", e)
             self.documents_failed.emit(request_id, f"Your documents were not searched: {e}")
@@ -291,7 +291,7 @@ class EngineWorker(QObject):
 
         return fits
 
-    def _ground(self, messages: list[ChatMessage], collections: tuple[str, ...], fits):
+    def _ground(self, messages: list[ChatMessage], collections: tuple[str, ...], fits, cancel=None):
         """(messages with the last one grounded in the passages that fit, grounding.Grounded); LibraryError
         and the like when the collections cannot be searched (a notice says so if the embedding model
         cannot be loaded)."""
@@ -311,6 +311,8 @@ class EngineWorker(QObject):
                 0, f"Passages in the search's order: the reranking model cannot be used: {e}"
             ),
         )
+        if reranker is not None:
+            reranker.set_cancel(cancel)  # Stop ends a reranking (seconds on a CPU) too
         grounded = grounding.find_and_ground(self.library, list(collections), last.content, fits, embedder, reranker)
         return [*before, ChatMessage(last.role, grounded.message, last.reasoning)], grounded
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 
 from engine.documents.retrieval import RERANKED, Hit, combine, scored
+from engine.errors import OperationCancelled
 from engine.llama import likelihood
 from engine.llama.likelihood import LikelihoodScorer
 
@@ -35,6 +36,11 @@ class Reranker:
         self.path = self.scorer.path
         self.name = self.scorer.name
 
+    def set_cancel(self, event) -> None:
+        """A threading.Event (None: none) whose setting stops a reranking within about a passage's
+        scoring; the hits then keep the search's order (the answer they were for is being stopped too)."""
+        self.scorer.set_cancel(event)
+
     def scores(self, question: str, hits: list[Hit]) -> list[float]:
         """Per passage, the mean log-probability of the question after it (higher: more likely)."""
         asked = " " + " ".join(question.split())
@@ -47,7 +53,10 @@ class Reranker:
         if len(head) < 2 or not question.strip():
             return list(hits)
         by_search = [(i, hit.score) for i, hit in enumerate(head)]
-        by_model = list(enumerate(self.scores(question, head)))
+        try:
+            by_model = list(enumerate(self.scores(question, head)))
+        except OperationCancelled:
+            return list(hits)
         order = combine([by_search, by_model], [1 - MODEL_WEIGHT, MODEL_WEIGHT])
         return [scored(head[i], score) for i, score in order] + rest
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from engine.config import ModelSpec
-from engine.errors import ModelLoadError
+from engine.errors import ModelLoadError, OperationCancelled
 from engine.gguf.header import read_header
-from engine.llama.runner import ModelRunner
+from engine.llama.runner import Cancelled, ModelRunner
 
 N_CTX = 1024  # a passage (cut to fit) and a question
 # Tokens of the continuation scored: a question's worth. Their logits come from one decode, which
@@ -47,6 +47,10 @@ class LikelihoodScorer:
         self.runner = ModelRunner(ModelSpec(self.path, n_ctx=N_CTX, n_threads=n_threads, mtp=False))
         self.name = Path(self.path).name
 
+    def set_cancel(self, event) -> None:
+        """A threading.Event that, once set, stops a scoring within one decode (OperationCancelled)."""
+        self.runner.cancel_event = event
+
     def mean_logprob(self, context: str, continuation: str) -> float:
         """The mean log-probability (nats per token) of continuation's tokens after context's. A long
         context loses its start (keep what the continuation follows at its end), a long continuation
@@ -63,7 +67,10 @@ class LikelihoodScorer:
             if not after:
                 return 0.0
         # Position i's logits predict token i + 1: the last len(after) + 1 rows but the last.
-        logits = np.asarray(self.runner.eval(before + after, len(after) + 1)[:-1], dtype=np.float64)
+        try:
+            logits = np.asarray(self.runner.eval(before + after, len(after) + 1)[:-1], dtype=np.float64)
+        except Cancelled:
+            raise OperationCancelled("Scoring was stopped.") from None
         top = logits.max(axis=1)
         log_z = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
         return float(np.mean(logits[np.arange(len(after)), after] - log_z))

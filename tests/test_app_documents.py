@@ -167,6 +167,12 @@ def test_meaning_search_in_the_app_an_embedding_model_chosen_checked_and_used(
     library.close()
 
     window.choose_collections(["licenses"])
+    window.composer.set_text("Which licence lets me keep my changes private when I only use the program?")
+    with qtbot.waitSignal(window.context.counted, timeout=60_000) as counted:
+        window.context.count_now()
+    assert counted.args[0].n_documents > 0
+    assert window.host.worker.reranking_model.model is None  # the meter's count searches without reranking
+    window.composer.set_text("")
     ask(qtbot, window, "Which licence lets me keep my changes private when I only use the program?")
     answer = window.session.messages[-1]
     assert answer.sources and answer.error is None and answer.content

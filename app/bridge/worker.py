@@ -291,7 +291,7 @@ class EngineWorker(QObject):
 
         return fits
 
-    def _ground(self, messages: list[ChatMessage], collections: tuple[str, ...], fits, cancel=None):
+    def _ground(self, messages: list[ChatMessage], collections: tuple[str, ...], fits, cancel=None, rerank=True):
         """(messages with the last one grounded in the passages that fit, grounding.Grounded); LibraryError
         and the like when the collections cannot be searched (a notice says so if the embedding model
         cannot be loaded)."""
@@ -305,16 +305,21 @@ class EngineWorker(QObject):
             self.library,
             lambda e: self.documents_failed.emit(0, f"Keyword search only: the embedding model cannot be used: {e}"),
         )
-        reranker = self.reranking_model.get(
+        reranker = self._reranker() if rerank else None
+        if reranker is not None:
+            reranker.set_cancel(cancel)  # Stop ends a reranking (seconds on a CPU) too
+        grounded = grounding.find_and_ground(self.library, list(collections), last.content, fits, embedder, reranker)
+        return [*before, ChatMessage(last.role, grounded.message, last.reasoning)], grounded
+
+    def _reranker(self):
+        """The library's reranking model, loaded on this thread at first use; None when none is chosen
+        or it cannot be loaded (documents_failed says why, once)."""
+        return self.reranking_model.get(
             self.library,
             lambda e: self.documents_failed.emit(
                 0, f"Passages in the search's order: the reranking model cannot be used: {e}"
             ),
         )
-        if reranker is not None:
-            reranker.set_cancel(cancel)  # Stop ends a reranking (seconds on a CPU) too
-        grounded = grounding.find_and_ground(self.library, list(collections), last.content, fits, embedder, reranker)
-        return [*before, ChatMessage(last.role, grounded.message, last.reasoning)], grounded
 
     @Slot(object)
     def count_tokens(self, request: CountRequest) -> None:
@@ -330,7 +335,8 @@ class EngineWorker(QObject):
             if request.collections and messages and messages[-1].role == "user":
                 try:
                     fits = self._fits_context(messages, request.max_tokens)
-                    grounded, _ = self._ground(messages, request.collections, fits)
+                    # Not reranked: seconds a count on a CPU, for an order that barely moves the count.
+                    grounded, _ = self._ground(messages, request.collections, fits, rerank=False)
                     n_documents = len(engine.prompt_tokens(grounded)) - len(engine.prompt_tokens(messages))
                     messages = grounded
                 except (LibraryError, OSError, sqlite3.Error):

@@ -239,6 +239,7 @@ class Download:
                 with open(part, "ab" if have else "wb") as out:
                     for chunk in response.iter_bytes():
                         out.write(chunk)
+                        out.flush()  # what was received is on disk, not in a buffer, while a read stalls
                         digest.update(chunk)
                         have += len(chunk)
                         meter.add(len(chunk))

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from engine.documents import grounding, indexer, retrieval, vectors
+from engine.documents import chosen, grounding, indexer, retrieval, vectors
 from engine.documents.library import Library, LibraryError
 from engine.errors import EngineError
 
@@ -164,7 +164,7 @@ def _search(library: Library, args) -> int:
     names = [n.strip() for n in args.name.split(",") if n.strip()]
     for name in names:
         library.collection(name)  # an unknown name says so
-    embedder, reranker = _search_embedder(library), search_reranker(library)
+    embedder, reranker = search_embedder(library), search_reranker(library)
     try:
         hits = retrieval.search(library, names, args.question, args.limit, embedder, reranker)
     finally:
@@ -178,21 +178,6 @@ def _search(library: Library, args) -> int:
         print(f"[{i}] {hit.where()}{heading}  (score {hit.score:.4g})")
         print(textwrap.indent(textwrap.shorten(hit.text, 400), "    "))
     return 0
-
-
-def _search_embedder(library: Library):
-    """The library's embedding model, loaded, for hybrid search; None (keyword search) when none is
-    chosen or it cannot be loaded (said on stderr)."""
-    path = library.embedding_model()
-    if path is None:
-        return None
-    from engine.documents.embeddings import Embedder
-
-    try:
-        return Embedder(path)
-    except EngineError as e:
-        print(f"keyword search only: {e}", file=sys.stderr)
-        return None
 
 
 def _model_key(library: Library) -> str | None:
@@ -287,22 +272,17 @@ def ask(library: Library, names: list[str], question: str, fits, embedder=None, 
 def search_embedder(library: Library):
     """The library's embedding model, loaded, for hybrid search; None (keyword search) when none is
     chosen or it cannot be loaded (said on stderr)."""
-    return _search_embedder(library)
+    return _loaded(chosen.embedding_model(), library, "keyword search only")
 
 
 def search_reranker(library: Library):
     """The library's reranking model, loaded; None (the search's order) when none is chosen or it
     cannot be loaded (said on stderr)."""
-    path = library.reranking_model()
-    if path is None:
-        return None
-    from engine.documents.rerank import Reranker
+    return _loaded(chosen.reranking_model(), library, "passages in the search's own order")
 
-    try:
-        return Reranker(path)
-    except EngineError as e:
-        print(f"passages in the search's own order: {e}", file=sys.stderr)
-        return None
+
+def _loaded(choice: chosen.ChosenModel, library: Library, instead: str):
+    return choice.get(library, lambda e: print(f"{instead}: {e}", file=sys.stderr))
 
 
 def source_lines(grounded: grounding.Grounded, answer: str) -> list[str]:

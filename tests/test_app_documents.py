@@ -129,13 +129,15 @@ def test_stored_sources_read_back_forgivingly_and_citations_mark_them():
 
 
 def test_meaning_search_in_the_app_an_embedding_model_chosen_checked_and_used(
-    qtbot, make_window, smollm2_path, licenses
+    qtbot, make_window, smollm2_path, licenses, monkeypatch
 ):
     """The Documents window refuses a chat model as the embedding model, takes MiniLM, embeds the
-    collection after indexing it (with progress), and the engine thread searches with it."""
+    collection after indexing it (with progress), and the engine thread searches with it; a reranking
+    that fails leaves the passages in the search's order and says so."""
     from engine.documents import vectors
     from engine.documents.embeddings import model_key
     from engine.documents.library import Library
+    from engine.errors import DecodeError
     from tests import embedding_fixture
 
     window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=8))
@@ -178,3 +180,12 @@ def test_meaning_search_in_the_app_an_embedding_model_chosen_checked_and_used(
     assert answer.sources and answer.error is None and answer.content
     worker = window.host.worker  # both models loaded on the engine thread, kept for the next question
     assert worker.embedding_model.model is not None and worker.reranking_model.model is not None
+
+    def decode_fails(context, continuation):  # a decode error while scoring (a GPU out of memory, say)
+        raise DecodeError("llama_decode failed (code -3) at position 0.")
+
+    monkeypatch.setattr(worker.reranking_model.model.scorer, "mean_logprob", decode_fails)
+    ask(qtbot, window, "Which licence lets me keep my changes private when I only use the program?")
+    answer = window.session.messages[-1]
+    assert answer.sources and answer.error is None and answer.content  # answered from the search's order
+    assert any("reranking failed" in n.text() for n in window.chat_view.notices)

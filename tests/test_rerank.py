@@ -15,7 +15,7 @@ import pytest
 from engine.documents import chosen, indexer, retrieval
 from engine.documents.library import Library
 from engine.documents.rerank import Reranker, passage_prompt
-from engine.errors import EngineError, ModelFileError, ModelLoadError
+from engine.errors import DecodeError, EngineError, ModelFileError, ModelLoadError
 from engine.llama.likelihood import LikelihoodScorer
 from tests import embedding_fixture
 
@@ -85,6 +85,25 @@ def test_a_stopped_reranking_keeps_the_search_order(held_out, reranker):
         assert reranker.rerank("May I charge money for giving copies away?", found) == found
     finally:
         reranker.set_cancel(None)
+
+
+def test_a_reranking_that_fails_keeps_the_search_order_and_says_why(held_out, reranker, monkeypatch):
+    question = "Can I switch my copy of the library over to the ordinary terms for programs?"
+    found = retrieval.search(held_out, ["licences"], question, retrieval.RERANKED)
+    scored_once = []
+
+    def fails_after_one(context, continuation):  # a decode that fails mid-way (a GPU out of memory, say)
+        if scored_once:
+            raise DecodeError("llama_decode failed (code -3) at position 0.")
+        scored_once.append(context)
+        return -1.0
+
+    monkeypatch.setattr(reranker.scorer, "mean_logprob", fails_after_one)
+    assert reranker.rerank(question, found) == found
+    assert "llama_decode failed" in str(reranker.failure)
+    monkeypatch.undo()
+    reranked = reranker.rerank(question, found)  # the next question is reranked again
+    assert reranker.failure is None and reranked != found
 
 
 def test_the_model_reads_the_heading_and_the_text_flattened_and_cut():

@@ -309,6 +309,8 @@ class EngineWorker(QObject):
         if reranker is not None:
             reranker.set_cancel(cancel)  # Stop ends a reranking (seconds on a CPU) too
         grounded = grounding.find_and_ground(self.library, list(collections), last.content, fits, embedder, reranker)
+        if reranker is not None and reranker.failure is not None:
+            self.documents_failed.emit(0, f"Passages in the search's order: reranking failed: {reranker.failure}")
         return [*before, ChatMessage(last.role, grounded.message, last.reasoning)], grounded
 
     def _reranker(self):

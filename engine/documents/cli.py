@@ -167,6 +167,7 @@ def _search(library: Library, args) -> int:
     embedder, reranker = search_embedder(library), search_reranker(library)
     try:
         hits = retrieval.search(library, names, args.question, args.limit, embedder, reranker)
+        _say_if_reranking_failed(reranker)
     finally:
         for model in (embedder, reranker):
             if model is not None:
@@ -266,7 +267,14 @@ def open_collections(names: list[str]) -> Library:
 def ask(library: Library, names: list[str], question: str, fits, embedder=None, reranker=None) -> grounding.Grounded:
     """The question grounded in the best passages of these collections that fit (embedder: hybrid
     search; reranker: the best reordered)."""
-    return grounding.find_and_ground(library, names, question, fits, embedder, reranker)
+    grounded = grounding.find_and_ground(library, names, question, fits, embedder, reranker)
+    _say_if_reranking_failed(reranker)
+    return grounded
+
+
+def _say_if_reranking_failed(reranker) -> None:
+    if reranker is not None and reranker.failure is not None:
+        print(f"passages in the search's order: reranking failed: {reranker.failure}", file=sys.stderr)
 
 
 def search_embedder(library: Library):

@@ -12,6 +12,9 @@ hybrid search with all-MiniLM-L6-v2): recall@5 0.77 -> 0.90 on the questions it 
 the held-out ones recall@3 0.67 -> 0.79 and @5 unchanged at 0.83 (README: Your documents). Its
 cost is one prompt of a passage and the question per candidate: about a second a passage on 2 CPU
 cores, so some 10 s a question there, a fraction of a second on a GPU. So it is the user's choice (`docs reranker FILE`), off until chosen.
+
+Reranking only improves an order the search already gave: stopped, or failing (a decode error), it
+leaves the passages in the search's order, and `failure` tells the caller why so it can say so.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import os
 
 from engine.documents.retrieval import RERANKED, Hit, combine, scored
-from engine.errors import OperationCancelled
+from engine.errors import EngineError, OperationCancelled
 from engine.llama import likelihood
 from engine.llama.likelihood import LikelihoodScorer
 
@@ -35,6 +38,7 @@ class Reranker:
         self.scorer = LikelihoodScorer(path, n_threads)
         self.path = self.scorer.path
         self.name = self.scorer.name
+        self.failure: EngineError | None = None  # why the last rerank() kept the search's order, if it failed
 
     def set_cancel(self, event) -> None:
         """A threading.Event (None: none) whose setting stops a reranking within about a passage's
@@ -49,6 +53,7 @@ class Reranker:
     def rerank(self, question: str, hits: list[Hit]) -> list[Hit]:
         """The same hits, the first RERANKED reordered by the model's and the search's scores combined
         (a hit's score becomes that combination), the rest after them as they were."""
+        self.failure = None
         head, rest = hits[:RERANKED], hits[RERANKED:]
         if len(head) < 2 or not question.strip():
             return list(hits)
@@ -56,6 +61,9 @@ class Reranker:
         try:
             by_model = list(enumerate(self.scores(question, head)))
         except OperationCancelled:
+            return list(hits)
+        except EngineError as e:  # the passages are still worth answering from, in the search's order
+            self.failure = e
             return list(hits)
         order = combine([by_search, by_model], [1 - MODEL_WEIGHT, MODEL_WEIGHT])
         return [scored(head[i], score) for i, score in order] + rest

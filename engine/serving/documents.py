@@ -115,6 +115,8 @@ class Documents:
                 lambda e: log.warning("passages keep the search's order: the reranking model cannot be used (%s)", e),
             )
             grounded = grounding.find_and_ground(library, list(names), question.content, fits, embedder, reranker)
+            if reranker is not None and reranker.failure is not None:
+                log.warning("passages keep the search's order: reranking failed (%s)", reranker.failure)
         found = Grounding(tuple(grounded.sources), tuple(grounded.draft_texts), grounded.whole)
         return [*before, ChatMessage("user", grounded.message), *after], found
 

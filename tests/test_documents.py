@@ -271,6 +271,42 @@ def test_a_damaged_index_is_set_aside_and_built_again(tmp_path, licenses):
     library.close()
 
 
+def test_a_second_connection_opens_beside_the_first_and_both_go_on(tmp_path, licenses):
+    """The app's threads, the terminal and the server each open the index: none may take another's
+    open index for damage (a lock left by opening once did, and the index was set aside)."""
+    root = tmp_path / "library"
+    first = Library(root)
+    name = collection_of(first, licenses)
+    indexer.update(first, name)
+    second = Library(root)  # the first still open, as the app's indexer is while a search opens
+    assert second.rebuilt == "" and not list(root.glob("index.damaged-*"))
+    assert second.counts(name) == first.counts(name) and first.counts(name)[0] == 4
+    (licenses / "notes.txt").write_text("A fifth file, indexed while the second connection is open.\n")
+    assert indexer.update(first, name).read == 1  # the first can still write
+    assert second.counts(name)[0] == 5
+    first.close(), second.close()
+
+
+def test_an_index_busy_in_another_program_is_said_and_never_set_aside(tmp_path, monkeypatch):
+    from engine.documents import library as library_module
+
+    root = tmp_path / "library"
+    root.mkdir()
+    writer = sqlite3.connect(root / "index.sqlite3")  # a new index, being written by someone else
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("CREATE TABLE other (x)")
+    monkeypatch.setattr(library_module, "BUSY_TIMEOUT_S", 0.2)
+    with pytest.raises(LibraryError, match="cannot be opened now: database is locked"):
+        Library(root)
+    assert not list(root.glob("index.damaged-*"))  # a busy index is not damaged
+    writer.rollback()
+    writer.close()
+    library = Library(root)  # free again: it opens, and the tables are made
+    assert library.rebuilt == "" and library.counts("docs") == (0, 0, 0)
+    library.close()
+
+
 def test_a_full_disk_stops_indexing_with_a_message_and_keeps_what_was_stored(library, licenses):
     name = collection_of(library, licenses)
     pages = library.db.execute("PRAGMA page_count").fetchone()[0]

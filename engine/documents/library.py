@@ -33,6 +33,10 @@ from engine.json_file import write_json
 
 log = logging.getLogger(__name__)
 
+# How long an open waits for another connection's write (another thread, the terminal, the server)
+# before saying the index is busy; a busy index is never mistaken for a damaged one.
+BUSY_TIMEOUT_S = 30.0
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 SCHEMA_VERSION = 2  # 2: passages_grams (cjk.py); a version-1 index gains it, filled from its passages
 # Chinese, Japanese and Korean runs only, by three characters (cjk.py): contentless, nothing stored twice.
 # SQLite's trigram tokenizer came with 3.34 (2020); an older SQLite searches those runs by words only.
@@ -301,6 +305,8 @@ class Library:
         try:
             return _connect(self.index_file)
         except sqlite3.DatabaseError as e:
+            if not _is_damage(e):  # busy (another program writing it for BUSY_TIMEOUT_S), unreadable, no space
+                raise LibraryError(f"The document index {self.index_file} cannot be opened now: {e}.") from None
             # Derived data: set the damaged file aside (for a bug report) and start again from the files.
             aside = self.index_file.with_name(f"index.damaged-{time.strftime('%Y%m%d-%H%M%S')}.sqlite3")
             for suffix in ("", "-wal", "-shm"):
@@ -343,28 +349,56 @@ def under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+class DamagedIndex(sqlite3.DatabaseError):
+    """The index's content is wrong (a failed check, a schema this Specula does not know)."""
+
+
+def _is_damage(error: sqlite3.DatabaseError) -> bool:
+    """The file's content is the problem, not a lock, permissions or space: only then is it set aside."""
+    if isinstance(error, DamagedIndex):
+        return True
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    return any(words in str(error) for words in ("malformed", "not a database"))
+
+
 def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, timeout=30, check_same_thread=False)
+    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
     try:
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")  # WAL: a power cut may lose the last files, never corrupt
         db.create_function("cjk_runs", 1, cjk.runs, deterministic=True)  # the triggers of passages_grams
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version not in (0, 1, SCHEMA_VERSION):
-            raise sqlite3.DatabaseError(f"schema version {version}, this Specula knows {SCHEMA_VERSION}")
+            raise DamagedIndex(f"schema version {version}, this Specula knows {SCHEMA_VERSION}")
         check = db.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
-            raise sqlite3.DatabaseError(check)
-        with db:
-            db.executescript(SCHEMA + (GRAMS_SCHEMA if GRAMS else ""))
-            if version == 1 and GRAMS:  # an index from before passages_grams: its passages' runs go in now
-                db.execute(
-                    "INSERT INTO passages_grams(rowid, text) SELECT id, cjk_runs(heading || ' ' || text) FROM passages"
-                    " WHERE cjk_runs(heading || ' ' || text) != ''"
-                )
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        db.execute("INSERT INTO passages_fts(passages_fts, rank) VALUES ('rank', 'bm25(2.0, 1.0)')")
+            raise DamagedIndex(check)
+        if version != SCHEMA_VERSION:
+            _create_or_upgrade(db)
+        assert not db.in_transaction, "an open leaves no transaction: it would hold other connections' writes"
         return db
     except BaseException:
         db.close()
         raise
+
+
+def _create_or_upgrade(db: sqlite3.Connection) -> None:
+    """The tables, a version-1 index's CJK pieces, the FTS ranking: one transaction that waits for
+    other writers (IMMEDIATE), and does nothing twice when another connection did it first."""
+    upgrade = ""
+    if GRAMS:  # an index from before passages_grams: its passages' runs go in now (a version-1 index only)
+        upgrade = (
+            "INSERT INTO passages_grams(rowid, text) SELECT id, cjk_runs(heading || ' ' || text) FROM passages"
+            " WHERE cjk_runs(heading || ' ' || text) != '' AND (SELECT user_version FROM pragma_user_version) = 1;"
+        )
+    db.executescript(
+        "BEGIN IMMEDIATE;"
+        + SCHEMA
+        + (GRAMS_SCHEMA if GRAMS else "")
+        + upgrade
+        + "INSERT INTO passages_fts(passages_fts, rank) VALUES ('rank', 'bm25(2.0, 1.0)');"
+        + f"PRAGMA user_version = {SCHEMA_VERSION};"
+        + "COMMIT;"
+    )

@@ -175,9 +175,14 @@ def test_meaning_search_in_the_app_an_embedding_model_chosen_checked_and_used(
     assert counted.args[0].n_documents > 0
     assert window.host.worker.reranking_model.model is None  # the meter's count searches without reranking
     window.composer.set_text("")
+    said = []
+    window.answers.status_message.connect(said.append)  # the status bar, while the answer waits for its passages
     ask(qtbot, window, "Which licence lets me keep my changes private when I only use the program?")
     answer = window.session.messages[-1]
     assert answer.sources and answer.error is None and answer.content
+    reordering = [text for text in said if text.startswith("Reordering the passages found")]
+    assert said[0] == "Searching your documents…" and said[-1] == ""  # cleared once the search is done
+    assert reordering[0].endswith(": 0 of 12…") and reordering[-1].endswith(": 11 of 12…")
     worker = window.host.worker  # both models loaded on the engine thread, kept for the next question
     assert worker.embedding_model.model is not None and worker.reranking_model.model is not None
 

@@ -126,6 +126,7 @@ class AnswerController(QObject):
         w.answer_failed.connect(self._on_failed)
         w.sources_found.connect(self._on_sources)
         w.documents_failed.connect(self._on_documents_failed)
+        w.documents_progress.connect(self._on_documents_progress)
         w.grounded_for_remote.connect(self._on_grounded_for_remote)
         self.remote.token_received.connect(self._on_token)
         self.remote.answer_finished.connect(self._on_done)
@@ -220,6 +221,8 @@ class AnswerController(QObject):
             self._on_server_ready()  # all running already: asked at once
             return started
         request = self.host.answer(chat, sampling, spec, remember=remember, collections=tuple(collections))
+        if collections:
+            self.status_message.emit("Searching your documents…")
         rec = AnswerRecorder(
             self.store, message, request.id, self.models.target_step_s, on_write_error=self.notice.emit
         )
@@ -406,6 +409,12 @@ class AnswerController(QObject):
         """Said for the answer it concerns, or (id 0) for none in particular, e.g. while counting the context."""
         if request_id == 0 or isinstance(self._job(request_id), AnswerRecorder):
             self.notice.emit(why)
+
+    @Slot(int, str)
+    def _on_documents_progress(self, request_id: int, text: str) -> None:
+        """The status bar follows the search of the answer running ("" clears it once the search is done)."""
+        if isinstance(self._job(request_id), AnswerRecorder):
+            self.status_message.emit(text)
 
     @Slot(int, object)
     def _on_grounded_for_remote(self, request_id: int, messages: list[ChatMessage]) -> None:

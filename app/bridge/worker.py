@@ -153,6 +153,9 @@ class EngineWorker(QObject):
     sources_found = Signal(int, object)  # request id, [Hit]: the passages its last message was given, first
     # request id, why its collections could not be searched (it is answered without them)
     documents_failed = Signal(int, str)
+    # request id, how the reordering of the passages found goes while the answer waits for it ("" once the
+    # search is done): seconds on a CPU
+    documents_progress = Signal(int, str)
     # request id, the messages with the last one grounded (unchanged when nothing could be searched):
     # the passages for a remote engine's answer (EngineHost.ground_for_remote), after sources_found
     grounded_for_remote = Signal(int, object)
@@ -273,11 +276,19 @@ class EngineWorker(QObject):
     def _search(self, request_id: int, messages: list[ChatMessage], collections: tuple[str, ...], fits, cancel=None):
         """_ground, with sources_found or documents_failed said for request_id (cancel: the answer's Stop)."""
         try:
-            grounded_messages, grounded = self._ground(messages, collections, fits, cancel)
+            grounded_messages, grounded = self._ground(
+                messages,
+                collections,
+                fits,
+                cancel,
+                progress=lambda text: self.documents_progress.emit(request_id, text),
+            )
         except (LibraryError, OSError, sqlite3.Error) as e:
             log.warning("documents not searched: %s", e)
             self.documents_failed.emit(request_id, f"Your documents were not searched: {e}")
             return messages, None
+        finally:
+            self.documents_progress.emit(request_id, "")
         self.sources_found.emit(request_id, grounded.sources)
         return grounded_messages, grounded
 
@@ -291,10 +302,12 @@ class EngineWorker(QObject):
 
         return fits
 
-    def _ground(self, messages: list[ChatMessage], collections: tuple[str, ...], fits, cancel=None, rerank=True):
+    def _ground(
+        self, messages: list[ChatMessage], collections: tuple[str, ...], fits, cancel=None, rerank=True, progress=None
+    ):
         """(messages with the last one grounded in the passages that fit, grounding.Grounded); LibraryError
         and the like when the collections cannot be searched (a notice says so if the embedding model
-        cannot be loaded)."""
+        cannot be loaded). progress(text): what the search is doing, while the passages are reordered."""
         *before, last = messages
         if self.library is None:
             self.library = Library(default_documents_dir())
@@ -308,6 +321,11 @@ class EngineWorker(QObject):
         reranker = self._reranker() if rerank else None
         if reranker is not None:
             reranker.set_cancel(cancel)  # Stop ends a reranking (seconds on a CPU) too
+            reranker.set_progress(
+                None
+                if progress is None
+                else lambda done, total: progress(f"Reordering the passages found: {done} of {total}…")
+            )
         grounded = grounding.find_and_ground(self.library, list(collections), last.content, fits, embedder, reranker)
         if reranker is not None and reranker.failure is not None:
             self.documents_failed.emit(0, f"Passages in the search's order: reranking failed: {reranker.failure}")

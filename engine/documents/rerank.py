@@ -20,6 +20,7 @@ leaves the passages in the search's order, and `failure` tells the caller why so
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from engine.documents.retrieval import RERANKED, Hit, combine, scored
 from engine.errors import EngineError, OperationCancelled
@@ -39,16 +40,27 @@ class Reranker:
         self.path = self.scorer.path
         self.name = self.scorer.name
         self.failure: EngineError | None = None  # why the last rerank() kept the search's order, if it failed
+        self._progress: Callable[[int, int], None] | None = None
 
     def set_cancel(self, event) -> None:
         """A threading.Event (None: none) whose setting stops a reranking within about a passage's
         scoring; the hits then keep the search's order (the answer they were for is being stopped too)."""
         self.scorer.set_cancel(event)
 
+    def set_progress(self, progress: Callable[[int, int], None] | None) -> None:
+        """progress(passages scored, passages to score), called as each is scored (None: not told):
+        seconds a question on a CPU, worth showing."""
+        self._progress = progress
+
     def scores(self, question: str, hits: list[Hit]) -> list[float]:
         """Per passage, the mean log-probability of the question after it (higher: more likely)."""
         asked = " " + " ".join(question.split())
-        return [self.scorer.mean_logprob(passage_prompt(hit), asked) for hit in hits]
+        scores = []
+        for hit in hits:
+            if self._progress is not None:
+                self._progress(len(scores), len(hits))
+            scores.append(self.scorer.mean_logprob(passage_prompt(hit), asked))
+        return scores
 
     def rerank(self, question: str, hits: list[Hit]) -> list[Hit]:
         """The same hits, the first RERANKED reordered by the model's and the search's scores combined

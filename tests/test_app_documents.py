@@ -112,6 +112,37 @@ def test_a_chat_answers_from_its_collection_with_sources_shown_stored_and_export
     assert ChatSettings.from_dict(conversation.settings).collections == ["Licences"]
 
 
+def test_a_library_indexed_in_the_terminal_is_searched_by_the_app_and_both_keep_working(
+    qtbot, make_window, smollm2_path, licenses, isolated_home
+):
+    """The app's threads and the terminal each open the index (app restarted, `docs index` run while it is
+    open): none takes the others' open index for a damaged one."""
+    from engine.documents import indexer
+    from engine.documents.library import Library
+    from engine.paths import documents_dir
+
+    terminal = Library(documents_dir())  # as `python -m engine docs add / index` left it
+    terminal.add_collection("Licences")
+    terminal.add_sources("Licences", [str(licenses)])
+    indexer.update(terminal, "Licences")
+    terminal.close()
+
+    window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=8))
+    window.choose_collections(["Licences"])
+    with qtbot.waitSignal(window.context.counted, timeout=60_000):
+        window.context.count_now()  # the engine thread opens the index
+    ask(qtbot, window, "What goes in the NOTICE text file of Derivative Works?")
+    answer = window.session.messages[-1]
+    assert answer.error is None and answer.sources and answer.sources[0].path.endswith("Apache-2.0")
+
+    (licenses / "notes.txt").write_text("Notes kept beside the licences.\n")
+    terminal = Library(documents_dir())  # `docs index` again while the app is open
+    assert terminal.rebuilt == "" and indexer.update(terminal, "Licences").read == 1
+    terminal.close()
+    assert not list(documents_dir().glob("index.damaged-*"))
+    assert not [n.text() for n in window.chat_view.notices if "damaged" in n.text()]
+
+
 def test_without_collections_nothing_is_searched_and_no_panel_shows(qtbot, make_window, smollm2_path):
     window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=8))
     ask(qtbot, window, "Say hello.")

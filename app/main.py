@@ -53,10 +53,24 @@ def main(argv: list[str] | None = None) -> int:
     app.setOrganizationName("Specula")
     app.setDesktopFileName("specula")
     app.setWindowIcon(theme.icon())
+    from app.single_instance import SingleInstance
+    from engine.paths import data_dir
+
+    instance = SingleInstance(data_dir())
+    if not instance.claim():
+        shown = instance.ask_the_first_to_show()
+        print(
+            f"Specula is already running with the data folder {data_dir()}: "
+            + ("its window was brought forward." if shown else "it does not answer; close it first."),
+            file=sys.stderr,
+        )
+        return 0 if shown else 1
     window = open_window()
+    instance.activated.connect(window.bring_forward)
     code = app.exec()
     window.shutdown()
     window.store.close()
+    instance.release()
     if window.host.stuck:
         # The engine thread is still inside a native call that ignored its cancel flag: tearing Qt
         # and Python down around it would crash. The chats and settings are saved; end here.

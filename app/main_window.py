@@ -626,6 +626,14 @@ class MainWindow(QMainWindow):
         if self.settings.splitter_state:
             self.splitter.restoreState(QByteArray.fromBase64(self.settings.splitter_state.encode()))
 
+    def bring_forward(self) -> None:
+        """Another start of Specula on this data folder asked for this window (app/single_instance.py)."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+
     def closeEvent(self, event) -> None:
         self.shutdown()
         super().closeEvent(event)

@@ -125,12 +125,15 @@ class WindowRun:
     output: str  # the app's stdout and stderr
 
 
-def open_and_close(command: list[str], home: Path, display: str, cwd: Path, env: dict | None = None) -> WindowRun:
+def open_and_close(
+    command: list[str], home: Path, display: str, cwd: Path, env: dict | None = None, while_open=None
+) -> WindowRun:
     """Start the app on display with the xcb platform and a fresh data folder, wait until its window
     is mapped, close it as a window manager would, and wait for the process to end.
 
     home becomes HOME (no models from the Hugging Face cache or LM Studio) and home/specula the
-    data folder, so the app opens on its welcome panel and loads nothing.
+    data folder, so the app opens on its welcome panel and loads nothing. while_open(env), when
+    given, runs once the window is mapped, with the app's environment.
     """
     env = {k: v for k, v in (env or os.environ).items() if k not in ("WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     env.update(DISPLAY=display, QT_QPA_PLATFORM="xcb", HOME=str(home), SPECULA_HOME=str(home / "specula"))
@@ -148,6 +151,8 @@ def open_and_close(command: list[str], home: Path, display: str, cwd: Path, env:
                 )
                 time.sleep(0.2)
             title = window_title(display, windows[0])
+            if while_open is not None:
+                while_open(env)
             close_like_a_window_manager(display, windows[0])
             try:
                 returncode = app.wait(EXIT_TIMEOUT_S)

@@ -22,9 +22,9 @@ from urllib.parse import quote
 from app.core import set_aside
 from app.core.store import DB_NAME, Store, StoreError
 from engine.paths import data_dir
+from engine.sqlite_damage import is_corruption
 
 # SQLite's primary result codes (extended codes carry them in the low byte).
-_CORRUPT, _NOTADB = 11, 26
 COMPANIONS = ("-wal", "-shm", "-journal")
 
 
@@ -63,10 +63,7 @@ def open_chat_store(path: Path | str | None = None) -> OpenedStore:
 
 def is_damage(error: BaseException) -> bool:
     """True when the file's content is the problem (not permissions, locks or space)."""
-    if isinstance(error, DamagedDatabase):
-        return True
-    code = getattr(error, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF in (_CORRUPT, _NOTADB)
+    return isinstance(error, DamagedDatabase) or is_corruption(error)
 
 
 def damage_of(path: Path) -> str | None:

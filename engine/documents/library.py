@@ -30,13 +30,13 @@ from pathlib import Path
 from engine.documents import cjk
 from engine.errors import EngineError
 from engine.json_file import write_json
+from engine.sqlite_damage import is_corruption
 
 log = logging.getLogger(__name__)
 
 # How long an open waits for another connection's write (another thread, the terminal, the server)
 # before saying the index is busy; a busy index is never mistaken for a damaged one.
 BUSY_TIMEOUT_S = 30.0
-_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 SCHEMA_VERSION = 2  # 2: passages_grams (cjk.py); a version-1 index gains it, filled from its passages
 # Chinese, Japanese and Korean runs only, by three characters (cjk.py): contentless, nothing stored twice.
 # SQLite's trigram tokenizer came with 3.34 (2020); an older SQLite searches those runs by words only.
@@ -355,12 +355,7 @@ class DamagedIndex(sqlite3.DatabaseError):
 
 def _is_damage(error: sqlite3.DatabaseError) -> bool:
     """The file's content is the problem, not a lock, permissions or space: only then is it set aside."""
-    if isinstance(error, DamagedIndex):
-        return True
-    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
-    if code is not None:
-        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
-    return any(words in str(error) for words in ("malformed", "not a database"))
+    return isinstance(error, DamagedIndex) or is_corruption(error)
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -147,7 +147,8 @@ def calibration_from(path: str) -> Calibration:
     with open(path, encoding="utf-8") as f:
         result = json.load(f)
     saved = result.get("simulated_calibration") or result["engine"]["calibration"]
-    return Calibration(**{**saved, "verify_s": {int(n): t for n, t in saved["verify_s"].items()}})
+    padded = {int(n): w for n, w in saved.get("padded", {}).items()}
+    return Calibration(**{**saved, "verify_s": {int(n): t for n, t in saved["verify_s"].items()}, "padded": padded})
 
 
 def costs_args(parser: argparse.ArgumentParser) -> None:

@@ -77,7 +77,7 @@ class RecitingTarget(RuleTarget):
         super().__init__()
         self.prompt_length, self.text = prompt_length, text
 
-    def eval(self, tokens, n_logits=1, checkpoint=None):
+    def eval(self, tokens, n_logits=1, checkpoint=None, width=0):
         self.last_decoded = len(tokens)
         if n_logits == 0:
             return None

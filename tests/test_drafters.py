@@ -47,7 +47,7 @@ class RuleTarget:
         self.cancel_event = None
         self.last_decoded = 0
 
-    def eval(self, tokens, n_logits=1, checkpoint=None):
+    def eval(self, tokens, n_logits=1, checkpoint=None, width=0):
         self.last_decoded = len(tokens)
         if n_logits == 0:
             return None
@@ -123,7 +123,7 @@ def test_the_first_round_is_never_drafted_and_a_fixed_k_is_kept():
 class EndingTarget(RuleTarget):
     """A stand-in target that ends its answer (token 0) after token 25: 3 -> 17, 25, end."""
 
-    def eval(self, tokens, n_logits=1, checkpoint=None):
+    def eval(self, tokens, n_logits=1, checkpoint=None, width=0):
         self.widths = [*getattr(self, "widths", []), n_logits]
         logits = super().eval(tokens, n_logits, checkpoint)
         for row, token in enumerate(tokens[len(tokens) - n_logits :] if n_logits else []):
@@ -264,6 +264,7 @@ def test_the_calibration_record_keeps_the_json_shape():
         "draft_prefill_s": None,
         "mtp_step_s": None,
         "rollback_s": 0.0,
+        "padded": {},
     }
 
 

@@ -55,6 +55,7 @@ def test_the_head_loads_with_the_model_or_stays_on_disk_as_the_user_chooses(head
     try:
         assert with_head.info.nextn_layers == 1 and with_head.mtp is not None and not with_head.mtp_problem
         assert without.mtp is None and "not loaded" in without.mtp_problem
+        assert not with_head.can_pad  # the head follows every decoded token (and this target is hybrid)
         loaded = sum(with_head.weight_buffers.values()) - sum(without.weight_buffers.values())  # MiB
         assert loaded * 2**20 == pytest.approx(with_head.info.mtp_bytes, rel=0.01), "its weights load only when asked"
         assert with_head.context_bytes > without.context_bytes, "and it has a context of its own"

@@ -77,6 +77,7 @@ def test_the_memory_kind_is_known_at_load(arch):
     expected = MemoryKind.HYBRID if arch in HYBRID else MemoryKind.RECURRENT if arch in RECURRENT else MemoryKind.KV
     assert runner.memory == expected
     assert runner.rollback_problem is None
+    assert runner.can_pad == (expected == MemoryKind.KV)  # a recurrent state would take padding in
     runner.close()
 
 

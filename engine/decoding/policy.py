@@ -11,14 +11,18 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from engine.config import DrafterKind
 
 WINDOW = 15  # recent timings kept per batch width; their median resists a busy moment
-PLAIN_MARGIN = 1.05  # expected gain a drafter must promise before auto leaves plain decoding
+PLAIN_MARGIN = 1.05
+# A verification is padded to a wider batch only when that costs less than this share of its own: a
+# kernel's tile saves 12-19% (15 tokens padded to 16 on an AVX-512 CPU); smaller differences are as
+# likely the calibration's short context against a real round's long one.
+PAD_GAIN = 0.9  # expected gain a drafter must promise before auto leaves plain decoding
 MEMORY = 0.85  # decay of acceptance counts per observation: about the last dozen matter
 # Decay per round of a model drafter's counts while another is used: what it learned fades slowly
 # (half in ~140 rounds) towards the prior, so it carries to the next answers.
@@ -37,6 +41,7 @@ class Calibration:
     mtp_step_s: float | None = None  # one step of the target's MTP head (None: no head)
     draft_prefill_s: float | None = None  # per token, when the draft model evaluates many at once
     rollback_s: float = 0.0  # undoing a rejected draft on a recurrent target (0 elsewhere)
+    padded: dict[int, int] = field(default_factory=dict)  # n tokens verified as a wider, cheaper batch
 
     @property
     def step_s(self) -> float:
@@ -58,6 +63,9 @@ class Calibration:
                     f"verify {n:>2} tokens {1000 * seconds:6.1f} ms: {1000 * seconds / n:5.1f} ms a token "
                     f"({seconds / n / step:.2f} of a step)"
                 )
+        for width, ns in _padded_runs(self.padded):
+            many = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
+            lines.append(f"verify {many} tokens as a batch of {width}: it costs less here")
         if self.draft_step_s is not None:
             lines.append(
                 f"draft-model step {1000 * self.draft_step_s:.1f} ms ({self.draft_step_s / step:.2f} of a step)"
@@ -71,12 +79,22 @@ class Calibration:
         return lines
 
 
+def _padded_runs(padded: Mapping[int, int]) -> list[tuple[int, list[int]]]:
+    """Calibration.padded grouped by the width padded to: [(16, [12, 13, 14, 15]), …]."""
+    runs: dict[int, list[int]] = {}
+    for n in sorted(padded):
+        runs.setdefault(padded[n], []).append(n)
+    return sorted(runs.items())
+
+
 class CostModel:
     """Seconds for one target decode of n tokens, and one draft-model step.
 
     Each figure is the median of the last few observations (calibration first, then real
-    steps), so a spike from another program does not swing the choice. Costs are kept
-    monotone in n: verifying more tokens never costs less.
+    steps), so a spike from another program does not swing the choice. Widths between those
+    observed are interpolated. A wider batch is taken to cost at least what a narrower one did,
+    except that on a target that can pad a decode (ModelRunner.can_pad), n tokens cost what a wider
+    batch costs where that is clearly cheaper (PAD_GAIN), and verify_width says which width that is.
     """
 
     def __init__(
@@ -86,8 +104,10 @@ class CostModel:
         rollback_s: float = 0.0,
         mtp_step_s: float | None = None,
         draft_prefill_s: float | None = None,
+        pads: bool = False,
     ):
         assert 1 in verify_s, "the single-token step must be measured"
+        self.pads = pads
         self._verify = {n: deque([t], maxlen=WINDOW) for n, t in verify_s.items()}
         self._draft = deque([draft_step_s] if draft_step_s is not None else [], maxlen=WINDOW)
         self._draft_prefill = deque([draft_prefill_s] if draft_prefill_s is not None else [], maxlen=WINDOW)
@@ -99,6 +119,8 @@ class CostModel:
         self._rollback: deque[float] = deque(maxlen=WINDOW)
         self._plain_overhead: deque[float] = deque(maxlen=WINDOW)
         self._table: list[float] | None = None  # index n -> seconds, rebuilt after observations
+        self._widths: list[int] = []  # index n -> the batch width n tokens are verified at
+        self._slope = 0.0  # seconds per token beyond the widest width observed
 
     @property
     def step_s(self) -> float:
@@ -139,26 +161,43 @@ class CostModel:
         table = self._table or self._build()
         if n < len(table):
             return table[n]
-        slope = (table[-1] - table[-2]) if len(table) > 2 else table[-1]
-        return table[-1] + slope * (n - len(table) + 1)
+        return table[-1] + self._slope * (n - len(table) + 1)
+
+    def verify_width(self, n: int) -> int:
+        """The batch width to verify n tokens at: n, or on a target that pads, a wider one that costs less."""
+        if self._table is None:
+            self._build()
+        return self._widths[n] if n < len(self._widths) else n
 
     def _build(self) -> list[float]:
         # Pure Python on purpose: this runs once per round, and numpy's per-call overhead on a
         # handful of numbers would cost more than the arithmetic.
         ns = sorted(self._verify)
-        medians, running = [], 0.0
-        for n in ns:
-            running = max(running, _median(self._verify[n]))
-            medians.append(running)
-        table = [0.0]
+        medians = [_median(self._verify[n]) for n in ns]
+        measured = [0.0]
         for n in range(1, ns[-1] + 1):
             i = next(j for j, m in enumerate(ns) if m >= n)
             if ns[i] == n or i == 0:
-                table.append(medians[i])
+                measured.append(medians[i])
             else:
+                # Between a width and a cheaper wider one (a kernel's tile), the narrower cost holds.
                 share = (n - ns[i - 1]) / (ns[i] - ns[i - 1])
-                table.append(medians[i - 1] + share * (medians[i] - medians[i - 1]))
-        self._table = table
+                measured.append(medians[i - 1] + share * max(medians[i] - medians[i - 1], 0.0))
+        top = len(measured) - 1
+        self._slope = (measured[-1] - measured[-2]) if top > 1 else measured[-1]
+        table, widths = list(measured), list(range(top + 1))
+        if self.pads:
+            # From the widest down: pad n to the cheapest width above it when that is clearly cheaper.
+            cheapest = top
+            for n in range(top, 0, -1):
+                if measured[cheapest] < PAD_GAIN * measured[n]:
+                    table[n], widths[n] = measured[cheapest], cheapest
+                elif measured[n] <= measured[cheapest]:
+                    cheapest = n
+        else:
+            for n in range(2, top + 1):
+                table[n] = max(table[n], table[n - 1])
+        self._table, self._widths = table, widths
         return table
 
     def observe_verify(self, n: int, seconds: float) -> None:
@@ -192,6 +231,7 @@ class CostModel:
     def calibration(self) -> Calibration:
         return Calibration(
             verify_s={n: self.verify_s(n) for n in sorted(self._verify)},
+            padded={n: w for n in range(2, len(self._table or self._build())) if (w := self.verify_width(n)) != n},
             draft_step_s=self.draft_step_s,
             mtp_step_s=self.mtp_step_s,
             draft_prefill_s=self.draft_prefill_s,

@@ -138,7 +138,7 @@ class Speculator:
         draft_prefill = draft[DRAFT_PREFILL_SIZE] / DRAFT_PREFILL_SIZE if draft else None
         rollback = self.target.time_rollback() if self._rolls_back else 0.0
         mtp_step = self.target.time_mtp_step() if self.target.mtp is not None else None
-        return CostModel(verify, draft.get(1), rollback, mtp_step, draft_prefill)
+        return CostModel(verify, draft.get(1), rollback, mtp_step, draft_prefill, pads=self.target.can_pad)
 
     @property
     def _rolls_back(self) -> bool:
@@ -320,7 +320,8 @@ class Speculator:
             draft = self._draft(committed, k_cap, sampling, spec, rng, sampling.max_tokens - n_answer)
             t0 = time.perf_counter()
             speculative = CheckpointKind.ROUND if draft.tokens and self._rolls_back else None
-            logits = self.target.eval(committed + draft.tokens, len(draft) + 1, checkpoint=speculative)
+            width = self.costs.verify_width(len(draft) + 1)  # wider where that costs less (CostModel.pads)
+            logits = self.target.eval(committed + draft.tokens, len(draft) + 1, checkpoint=speculative, width=width)
             t1 = time.perf_counter()
             if grammar is not None:  # each position as constrained plain decoding would see it
                 logits = grammar.constrain(
@@ -330,7 +331,7 @@ class Speculator:
             if grammar is not None:
                 grammar.commit(verdict.n_accepted, verdict.next_token, self.target.is_eog)
             t2 = time.perf_counter()
-            self.costs.observe_verify(len(draft) + 1, t1 - t0)
+            self.costs.observe_verify(width, t1 - t0)
             # Plain decoding pays one single-token step per token: priced from this round's own
             # timing, so a machine busier now than at calibration does not inflate the estimate.
             plain_step = (t1 - t0) * self.costs.verify_s(1) / self.costs.verify_s(len(draft) + 1)

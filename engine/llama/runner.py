@@ -377,15 +377,20 @@ class ModelRunner:
         self.checkpoints.clear()
 
     def eval(
-        self, tokens: Sequence[int], n_logits: int = 1, checkpoint: CheckpointKind | None = None
+        self,
+        tokens: Sequence[int],
+        n_logits: int = 1,
+        checkpoint: CheckpointKind | None = None,
+        width: int = 0,
     ) -> np.ndarray | None:
         """Make the cache hold `tokens` and return the logits of the last n_logits positions.
 
         The result has shape (n_logits, n_vocab) and is a view into llama.cpp's buffer: valid
         until the next eval. checkpoint: on a recurrent memory, keep a checkpoint of the state
         just before the last n_logits tokens (the end, with none), so that going back there later
-        costs no re-evaluation. Raises ContextFullError, DecodeError, or Cancelled; in every case
-        the cache still matches self.cached.
+        costs no re-evaluation. width: decode those last n_logits tokens as a batch of this many,
+        padded (see can_pad; ignored where it cannot). Raises ContextFullError, DecodeError, or
+        Cancelled; in every case the cache still matches self.cached.
         """
         n = len(tokens)
         if n > self.n_ctx:
@@ -409,11 +414,24 @@ class ModelRunner:
             self.checkpoints.save(self.cached, checkpoint, hidden)
         if n_logits == 0:
             return None
-        self._decode(tokens, head_end, n, want_logits=True)
+        self._decode(tokens, head_end, n, want_logits=True, width=width)
         ptr = llama_cpp.llama_get_logits(self._ctx)
         return np.ctypeslib.as_array(ptr, shape=(n_logits, self.n_vocab))
 
-    def _decode(self, tokens: Sequence[int], start: int, end: int, want_logits: bool) -> None:
+    @property
+    def can_pad(self) -> bool:
+        """Whether a decode may carry throwaway tokens after the real ones (eval's width).
+
+        On some machines a wider batch costs less than a narrower one (a CPU's matrix kernels work
+        in tiles of 16 rows: 16 tokens can cost less than 14), so a verification is cheapest padded
+        to the width the CostModel finds cheaper. The padding comes after the real tokens, so
+        attention keeps them from changing the real tokens' results, and its cells are erased at
+        once. Not on a recurrent memory, whose state would take the padding in, nor with an MTP head,
+        which follows every decoded token's hidden state.
+        """
+        return not self.memory.needs_checkpoints and self.mtp is None
+
+    def _decode(self, tokens: Sequence[int], start: int, end: int, want_logits: bool, width: int = 0) -> None:
         if self.cancel_event is not None and self.cancel_event.is_set():
             raise Cancelled()
         batch = self._batch
@@ -424,7 +442,16 @@ class ModelRunner:
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
             batch.logits[i] = want_logits
-        batch.n_tokens = count
+        padding = width - count if count < width <= self.n_batch and end + width - count <= self.n_ctx else 0
+        if padding and not self.can_pad:
+            padding = 0
+        for i in range(count, count + padding):  # the last token again, at the following positions
+            batch.token[i] = tokens[end - 1]
+            batch.pos[i] = start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = False
+        batch.n_tokens = count + padding
         self._arm_abort(count > ABORTABLE_BATCH)
         rc = llama_cpp.llama_decode(self._ctx, batch)
         if rc != 0:
@@ -436,6 +463,8 @@ class ModelRunner:
             if rc == 1:
                 raise ContextFullError(f"No room in the {self.n_ctx}-token context for {count} more tokens.")
             raise DecodeError(f"llama_decode failed (code {rc}) at position {start}.")
+        if padding:
+            llama_cpp.llama_memory_seq_rm(self._mem, 0, end, -1)
         self.cached.extend(tokens[start:end])
         if self.mtp is not None:
             self.mtp.follow(tokens, start, end)  # the head's cache follows the target's

@@ -174,6 +174,8 @@ class CostModel:
         # handful of numbers would cost more than the arithmetic.
         ns = sorted(self._verify)
         medians = [_median(self._verify[n]) for n in ns]
+        if not self.pads:  # unpadded, a wider batch costs at least what a narrower one did
+            medians = [max(medians[: i + 1]) for i in range(len(medians))]
         measured = [0.0]
         for n in range(1, ns[-1] + 1):
             i = next(j for j, m in enumerate(ns) if m >= n)
@@ -194,9 +196,6 @@ class CostModel:
                     table[n], widths[n] = measured[cheapest], cheapest
                 elif measured[n] <= measured[cheapest]:
                     cheapest = n
-        else:
-            for n in range(2, top + 1):
-                table[n] = max(table[n], table[n - 1])
         self._table, self._widths = table, widths
         return table
 

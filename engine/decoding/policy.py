@@ -18,11 +18,11 @@ import numpy as np
 from engine.config import DrafterKind
 
 WINDOW = 15  # recent timings kept per batch width; their median resists a busy moment
-PLAIN_MARGIN = 1.05
+PLAIN_MARGIN = 1.05  # expected gain a drafter must promise before auto leaves plain decoding
 # A verification is padded to a wider batch only when that costs less than this share of its own: a
 # kernel's tile saves 12-19% (15 tokens padded to 16 on an AVX-512 CPU); smaller differences are as
 # likely the calibration's short context against a real round's long one.
-PAD_GAIN = 0.9  # expected gain a drafter must promise before auto leaves plain decoding
+PAD_GAIN = 0.9
 MEMORY = 0.85  # decay of acceptance counts per observation: about the last dozen matter
 # Decay per round of a model drafter's counts while another is used: what it learned fades slowly
 # (half in ~140 rounds) towards the prior, so it carries to the next answers.

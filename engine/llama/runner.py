@@ -442,9 +442,8 @@ class ModelRunner:
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
             batch.logits[i] = want_logits
-        padding = width - count if count < width <= self.n_batch and end + width - count <= self.n_ctx else 0
-        if padding and not self.can_pad:
-            padding = 0
+        fits = count < width <= self.n_batch and end + width - count <= self.n_ctx
+        padding = width - count if fits and self.can_pad else 0
         for i in range(count, count + padding):  # the last token again, at the following positions
             batch.token[i] = tokens[end - 1]
             batch.pos[i] = start + i

@@ -65,15 +65,24 @@ def test_a_padded_decode_gives_the_real_tokens_logits_and_leaves_only_them_cache
     assert len(runner.cached) == len(tokens)
     assert llama_cpp.llama_memory_seq_pos_max(runner._mem, 0) == len(tokens) - 1  # the padding is erased
     assert padded.shape == plain.shape
-    assert np.argmax(padded, axis=1).tolist() == np.argmax(plain, axis=1).tolist()
+    clear = [row for row in range(6) if _margin(plain[row]) > 0.5]  # a near tie may flip between widths
+    assert clear, "the prompt has rows with a clear favourite"
+    assert all(np.argmax(padded[row]) == np.argmax(plain[row]) for row in clear)
     # The same rows up to rounding between batch widths (a CPU's kernels differ by width).
     assert np.abs(padded - plain).max() < 0.05 * np.abs(plain).max()
     # And the cache goes on as if never padded: the next token sees the real tokens only.
-    after_padded = runner.eval(tokens + [np.argmax(padded[-1])], 1).copy()
+    following = int(np.argmax(plain[-1]))
+    after_padded = runner.eval(tokens + [following], 1).copy()
     runner.reset()
     runner.eval(tokens, 6)
-    after_plain = runner.eval(tokens + [np.argmax(plain[-1])], 1).copy()
-    assert np.argmax(after_padded) == np.argmax(after_plain)
+    after_plain = runner.eval(tokens + [following], 1).copy()
+    assert np.abs(after_padded - after_plain).max() < 0.05 * np.abs(after_plain).max()
+
+
+def _margin(row: np.ndarray) -> float:
+    """How far the favourite leads the runner-up, in logits."""
+    top_two = np.sort(row)[-2:]
+    return float(top_two[1] - top_two[0])
 
 
 def test_no_padding_past_the_context_or_the_batch(runner):

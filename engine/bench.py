@@ -34,8 +34,10 @@ of the rounds from the one that gave the first token to the one that gave the la
 and inter-token latencies stay wall-clock; the llama-cpp-python anchor is skipped (it is not
 simulated), and so is the footer-estimate check (the footer prices rounds by the wall clock).
 
---costs frozen is the same simulation with this machine's own costs: the calibration taken at load,
-held fixed (frozen_costs), every run's speed computed from the simulated time of its rounds. On a
+--costs frozen is the same simulation with this machine's own costs: the calibration taken at load and
+what a long context adds to a decode (Speculator.measure_attention, timed once more before the runs),
+held fixed (frozen_costs), every run's speed computed from the simulated time of its rounds, each round
+at the context it attended to. On a
 2-core CPU two runs of the same answer differ by 10-20 % in speed, more than most changes to auto's
 policy are worth on a short answer; frozen, an answer at T = 0 is timed the same every run, so two
 versions of the policy can be compared prompt by prompt on this CPU's cost shape. It measures the
@@ -114,7 +116,7 @@ class SimulatedGpuCosts(FixedCosts):
     def _formula(self, n: int) -> float:
         return self.step * (1 + self.VERIFY_GROWTH * (n - 1) / 7) if n > 0 else 0.0
 
-    def verify_s(self, n: int) -> float:
+    def verify_s(self, n: int, context: int | None = None) -> float:
         return self._formula(n)
 
     def describe(self) -> str:
@@ -132,6 +134,8 @@ def frozen_costs(calibration: Calibration) -> FixedCosts:
         rollback_s=calibration.rollback_s,
         mtp_step_s=calibration.mtp_step_s,
         draft_prefill_s=calibration.draft_prefill_s,
+        attention_s=calibration.attention_s,
+        calibrated_at=calibration.calibrated_at,
     )
 
 
@@ -187,6 +191,9 @@ def install_simulated_costs(engine: Engine, kind: str, calibration: Calibration 
         print(f"# costs: {COSTS[kind]} (this machine's wall clock)", flush=True)
         return None
     has = dict(draft=engine.speculator.draft_runner is not None, mtp=engine.target.mtp is not None)
+    if kind == "frozen" and calibration is None:
+        engine.speculator.measure_attention()  # what a long context adds (a tool result, passages found)
+        calibration = engine.speculator.costs.calibration()
     simulated = simulated_costs(kind, calibration or engine.info.calibration, **has)
     engine.speculator.costs = simulated
     described = simulated.describe() if kind == "gpu" else "; ".join(simulated.calibration().describe())
@@ -202,7 +209,7 @@ def round_seconds(event: RoundEvent, costs: CostModel) -> float:
     r = event.round
     per_step = {DrafterKind.DRAFT_MODEL: costs.draft_step_s, DrafterKind.MTP: costs.mtp_step_s}.get(r.drafter)
     catch_up = event.caught_up * (costs.draft_prefill_s or costs.draft_step_s or 0.0)
-    return costs.verify_s(r.drafted + 1) + event.draft_steps * (per_step or 0.0) + catch_up
+    return costs.verify_s(r.drafted + 1, event.context) + event.draft_steps * (per_step or 0.0) + catch_up
 
 
 def simulated_rate(rounds: Sequence[RoundEvent], costs: CostModel) -> float:

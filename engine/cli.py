@@ -280,6 +280,7 @@ def print_costs(args) -> None:
     common = dict(n_ctx=args.ctx, n_gpu_layers=args.gpu_layers, allow_amx=args.allow_amx)
     engine = Engine(ModelSpec(args.model, **common), ModelSpec(args.draft, **common) if args.draft else None)
     try:
+        engine.speculator.measure_attention()  # a few seconds more than a load: what a long context adds
         lines = engine.speculator.costs.calibration().describe()
     finally:
         engine.close()

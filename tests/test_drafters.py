@@ -265,6 +265,8 @@ def test_the_calibration_record_keeps_the_json_shape():
         "mtp_step_s": None,
         "rollback_s": 0.0,
         "padded": {},
+        "attention_s": 0.0,
+        "calibrated_at": 16,
     }
 
 

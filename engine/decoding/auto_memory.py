@@ -2,8 +2,9 @@
 
 One small JSON file on this computer (engine.paths.auto_memory_file), an entry per target, draft
 and backend: how often a draft model's tokens are accepted depends on the pair, and a draft model
-auto never tried would otherwise be rediscovered, probe by probe, after every start. Costs are not
-kept: they are measured at every load. A missing, damaged or foreign file means starting from the
+auto never tried would otherwise be rediscovered, probe by probe, after every start. Costs are
+measured at every load, except what a token of context adds to a decode (CONTEXT_MEMORY): that is
+learned from rounds at long contexts, so it is kept too. A missing, damaged or foreign file means starting from the
 priors, never an error; a file that cannot be written is logged and the answer goes on.
 """
 
@@ -19,6 +20,7 @@ from engine.json_file import write_json
 log = logging.getLogger(__name__)
 
 VERSION = 1
+CONTEXT_MEMORY = "context"  # the entry for CostModel.attention_s, beside the drafters'
 MAX_PAIRS = 32  # entries kept, the most recently used first
 
 
@@ -65,6 +67,9 @@ def describe(memory: dict) -> list[str]:
     """What the memory says, a line per drafter and match band: "draft-model: first token accepted 0.82, ..."."""
     lines = []
     for kind, bands in sorted(memory.items()):
+        if kind == CONTEXT_MEMORY:
+            lines += _describe_context(bands)
+            continue
         for band, counts in sorted(bands.items(), key=lambda item: (len(item[0]), item[0])):
             try:
                 (first_yes, first_no), (next_yes, next_no) = counts["first"], counts["next"]
@@ -80,6 +85,18 @@ def describe(memory: dict) -> list[str]:
             if isinstance(counts.get("rounds"), dict):
                 lines += _describe_rounds(kind, counts["rounds"])
     return lines
+
+
+def _describe_context(context) -> list[str]:
+    """The learned cost of context, in words; [] if malformed."""
+    try:
+        seconds = float(context["attention_s"])
+    except (KeyError, TypeError, ValueError):
+        return []
+    return [
+        f"context: each token of it adds {1e6 * seconds:.1f} µs a verified token "
+        f"(verifying 16 tokens after 1,000 tokens of context: {1000 * seconds * 16000:.0f} ms more)"
+    ]
 
 
 def _describe_rounds(kind: str, rounds: dict) -> list[str]:

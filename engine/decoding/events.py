@@ -64,6 +64,7 @@ class RoundEvent:
     # included, and the context tokens the draft model evaluated first (a new prompt, a tool result).
     draft_steps: int = 0
     caught_up: int = 0
+    context: int = 0  # tokens the round's batch attended to (a simulation prices the decode at that context)
 
     def apply_to(self, stats: AnswerStats) -> None:
         r = self.round

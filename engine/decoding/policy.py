@@ -21,8 +21,16 @@ WINDOW = 15  # recent timings kept per batch width; their median resists a busy 
 PLAIN_MARGIN = 1.05  # expected gain a drafter must promise before auto leaves plain decoding
 # A verification is padded to a wider batch only when that costs less than this share of its own: a
 # kernel's tile saves 12-19% (15 tokens padded to 16 on an AVX-512 CPU); smaller differences are as
-# likely the calibration's short context against a real round's long one.
+# likely the timings' noise.
 PAD_GAIN = 0.9
+# A verified token attends to every token before it, so a decode costs more the longer the context, and a
+# wide batch more so: on an AVX-512 EPYC, at 1,000 tokens of context a step cost 10 % more than at 16 and a
+# batch of 32 49 % more (6 µs per verified token per token of context). The calibration times every width
+# at a 16-token context; that rate is learned from real rounds spanning at least this many token pairs
+# (width x context beyond the calibration's: a batch of 16 after 1,040 tokens, of 32 after 528), where
+# attention is a quarter of the decode or more: a 2-core machine's speed wanders by 10 % and more between
+# the calibration and a round, which would swamp a smaller share. A step alone never spans it.
+ATTENTION_SPAN = 16384
 MEMORY = 0.85  # decay of acceptance counts per observation: about the last dozen matter
 # Decay per round of a model drafter's counts while another is used: what it learned fades slowly
 # (half in ~140 rounds) towards the prior, so it carries to the next answers.
@@ -42,6 +50,9 @@ class Calibration:
     draft_prefill_s: float | None = None  # per token, when the draft model evaluates many at once
     rollback_s: float = 0.0  # undoing a rejected draft on a recurrent target (0 elsewhere)
     padded: dict[int, int] = field(default_factory=dict)  # n tokens verified as a wider, cheaper batch
+    # What each verified token pays per token of context beyond the calibration's (0: not learned yet).
+    attention_s: float = 0.0
+    calibrated_at: int = 16  # the context, in tokens, that verify_s was timed at
 
     @property
     def step_s(self) -> float:
@@ -66,6 +77,12 @@ class Calibration:
         for width, ns in _padded_runs(self.padded):
             many = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
             lines.append(f"verify {many} tokens as a batch of {width}: it costs less here")
+        if self.attention_s:
+            lines.append(
+                f"each token of context adds {1e6 * self.attention_s:.1f} µs a verified token "
+                f"(at 1,000 tokens: a step {1000 * self.attention_s * 1000:.0f} ms more, verifying 16 tokens "
+                f"{1000 * self.attention_s * 16000:.0f} ms more)"
+            )
         if self.draft_step_s is not None:
             lines.append(
                 f"draft-model step {1000 * self.draft_step_s:.1f} ms ({self.draft_step_s / step:.2f} of a step)"
@@ -88,13 +105,19 @@ def _padded_runs(padded: Mapping[int, int]) -> list[tuple[int, list[int]]]:
 
 
 class CostModel:
-    """Seconds for one target decode of n tokens, and one draft-model step.
+    """Seconds for one target decode of n tokens at the current context, and one draft-model step.
 
     Each figure is the median of the last few observations (calibration first, then real
     steps), so a spike from another program does not swing the choice. Widths between those
     observed are interpolated. A wider batch is taken to cost at least what a narrower one did,
     except that on a target that can pad a decode (ModelRunner.can_pad), n tokens cost what a wider
     batch costs where that is clearly cheaper (PAD_GAIN), and verify_width says which width that is.
+
+    A decode of n tokens after c tokens of context costs its width's cost at the calibration's short
+    context plus n x (c - calibrated_at) x attention_s, the rate learned from rounds at long contexts
+    (ATTENTION_SPAN). Observations are kept with their context and brought to the calibration's before
+    their median is taken, so a width timed at 2,000 tokens and one timed only at load compare alike.
+    `context` is the context the next round attends to (the speculator sets it every round).
     """
 
     def __init__(
@@ -105,10 +128,15 @@ class CostModel:
         mtp_step_s: float | None = None,
         draft_prefill_s: float | None = None,
         pads: bool = False,
+        attention_s: float = 0.0,
+        calibrated_at: int = 16,
     ):
         assert 1 in verify_s, "the single-token step must be measured"
         self.pads = pads
-        self._verify = {n: deque([t], maxlen=WINDOW) for n, t in verify_s.items()}
+        self.calibrated_at = self.context = calibrated_at
+        self._calibrated = dict(sorted(verify_s.items()))  # the reference the attention rate is learned against
+        self._verify = {n: deque([(t, calibrated_at)], maxlen=WINDOW) for n, t in verify_s.items()}
+        self._attention = deque([attention_s] if attention_s else [], maxlen=WINDOW)
         self._draft = deque([draft_step_s] if draft_step_s is not None else [], maxlen=WINDOW)
         self._draft_prefill = deque([draft_prefill_s] if draft_prefill_s is not None else [], maxlen=WINDOW)
         self._mtp = deque([mtp_step_s] if mtp_step_s is not None else [], maxlen=WINDOW)
@@ -118,14 +146,20 @@ class CostModel:
         self._checkpoint = rollback_s
         self._rollback: deque[float] = deque(maxlen=WINDOW)
         self._plain_overhead: deque[float] = deque(maxlen=WINDOW)
-        self._table: list[float] | None = None  # index n -> seconds, rebuilt after observations
-        self._widths: list[int] = []  # index n -> the batch width n tokens are verified at
+        self._measured: list[float] = []  # index n -> seconds at the calibration's context, unpadded ([]: rebuild)
+        self._widths: list[int] = []  # index n -> the batch width n tokens are padded to where that is cheaper
         self._slope = 0.0  # seconds per token beyond the widest width observed
+        self._rate = 0.0  # attention_s as of the last rebuild
 
     @property
     def step_s(self) -> float:
-        """The target's single-token step: what plain decoding pays per token."""
+        """The target's single-token step at the current context: what plain decoding pays per token."""
         return self.verify_s(1)
+
+    @property
+    def attention_s(self) -> float:
+        """Seconds each verified token pays per token of context beyond the calibration's (0 until learned)."""
+        return _median(self._attention) if self._attention else 0.0
 
     @property
     def draft_step_s(self) -> float | None:
@@ -157,23 +191,36 @@ class CostModel:
             return self.mtp_step_s or self.step_s
         return 0.0
 
-    def verify_s(self, n: int) -> float:
-        table = self._table or self._build()
-        if n < len(table):
-            return table[n]
-        return table[-1] + self._slope * (n - len(table) + 1)
+    def verify_s(self, n: int, context: int | None = None) -> float:
+        """One decode of n tokens after context tokens (default: the current context), padded where that is cheaper."""
+        return self._priced(n, self.context if context is None else context)[0]
 
     def verify_width(self, n: int) -> int:
         """The batch width to verify n tokens at: n, or on a target that pads, a wider one that costs less."""
-        if self._table is None:
-            self._build()
-        return self._widths[n] if n < len(self._widths) else n
+        return self._priced(n, self.context)[1]
 
-    def _build(self) -> list[float]:
+    def _priced(self, n: int, context: int) -> tuple[float, int]:
+        if not self._measured:
+            self._build()
+        top = len(self._measured) - 1
+        own = self._measured[n] if n <= top else self._measured[top] + self._slope * (n - top)
+        own += self._attention_cost(n, context)
+        width = self._widths[n] if n <= top else n
+        if width != n:  # the wider batch's extra tokens attend to the context too
+            padded = self._measured[width] + self._attention_cost(width, context)
+            if padded < PAD_GAIN * own:
+                return padded, width
+        return own, n
+
+    def _attention_cost(self, width: int, context: int) -> float:
+        return self._rate * width * max(context - self.calibrated_at, 0)
+
+    def _build(self) -> None:
         # Pure Python on purpose: this runs once per round, and numpy's per-call overhead on a
         # handful of numbers would cost more than the arithmetic.
+        self._rate = self.attention_s
         ns = sorted(self._verify)
-        medians = [_median(self._verify[n]) for n in ns]
+        medians = [_median([self._at_calibration(n, t, c) for t, c in self._verify[n]]) for n in ns]
         if not self.pads:  # unpadded, a wider batch costs at least what a narrower one did
             medians = [max(medians[: i + 1]) for i in range(len(medians))]
         measured = [0.0]
@@ -187,21 +234,49 @@ class CostModel:
                 measured.append(medians[i - 1] + share * max(medians[i] - medians[i - 1], 0.0))
         top = len(measured) - 1
         self._slope = (measured[-1] - measured[-2]) if top > 1 else measured[-1]
-        table, widths = list(measured), list(range(top + 1))
+        widths = list(range(top + 1))
         if self.pads:
             # From the widest down: pad n to the cheapest width above it when that is clearly cheaper.
             cheapest = top
             for n in range(top, 0, -1):
                 if measured[cheapest] < PAD_GAIN * measured[n]:
-                    table[n], widths[n] = measured[cheapest], cheapest
+                    widths[n] = cheapest
                 elif measured[n] <= measured[cheapest]:
                     cheapest = n
-        self._table, self._widths = table, widths
-        return table
+        self._measured, self._widths = measured, widths
 
-    def observe_verify(self, n: int, seconds: float) -> None:
-        self._verify.setdefault(n, deque(maxlen=WINDOW)).append(seconds)
-        self._table = None
+    def _at_calibration(self, n: int, seconds: float, context: int) -> float:
+        """A timing at context brought to the calibration's context (never below a tenth of itself)."""
+        return max(seconds - self._attention_cost(n, context), 0.1 * seconds)
+
+    def _reference(self, n: int) -> float:
+        """The calibration's own cost of n tokens (interpolated; beyond the widest, extrapolated)."""
+        ns = list(self._calibrated)
+        if n in self._calibrated or len(ns) == 1:
+            return self._calibrated.get(n, self._calibrated[ns[0]] * n)
+        hi = next((m for m in ns if m > n), ns[-1])
+        lo = max((m for m in ns if m < hi), default=ns[0])
+        return self._calibrated[lo] + (n - lo) * (self._calibrated[hi] - self._calibrated[lo]) / (hi - lo)
+
+    def observe_verify(self, n: int, seconds: float, context: int | None = None) -> None:
+        """A decode of n tokens took seconds after context tokens (default: the current context)."""
+        context = self.context if context is None else context
+        self._verify.setdefault(n, deque(maxlen=WINDOW)).append((seconds, context))
+        pairs = n * (context - self.calibrated_at)
+        if pairs >= ATTENTION_SPAN:
+            self._attention.append(max(seconds - self._reference(n), 0.0) / pairs)
+        self._measured = []
+
+    def observe_attention(self, seconds_per_pair: float) -> None:
+        """What a verified token paid per token of context, measured apart (Speculator.measure_attention)."""
+        self._attention.append(max(seconds_per_pair, 0.0))
+        self._measured = []
+
+    def recall_attention(self, seconds_per_pair) -> None:
+        """The rate an earlier session learned (auto's memory), as one observation: this session's outvote it.
+        Anything but a plausible rate (a number from 0 to a millisecond) is ignored."""
+        if isinstance(seconds_per_pair, float) and 0.0 < seconds_per_pair < 1e-3:
+            self.observe_attention(seconds_per_pair)
 
     def observe_draft_step(self, seconds: float) -> None:
         self._draft.append(seconds)
@@ -228,13 +303,19 @@ class CostModel:
         return self._checkpoint + (1.0 - p_all_accepted) * undo
 
     def calibration(self) -> Calibration:
+        """The costs at the calibration's context, and the attention rate that moves them with the context."""
+        context = self.calibrated_at
+        if not self._measured:
+            self._build()
         return Calibration(
-            verify_s={n: self.verify_s(n) for n in sorted(self._verify)},
-            padded={n: w for n in range(2, len(self._table or self._build())) if (w := self.verify_width(n)) != n},
+            verify_s={n: self.verify_s(n, context) for n in sorted(self._verify)},
+            padded={n: w for n in range(2, len(self._widths)) if (w := self._priced(n, context)[1]) != n},
             draft_step_s=self.draft_step_s,
             mtp_step_s=self.mtp_step_s,
             draft_prefill_s=self.draft_prefill_s,
             rollback_s=_median(self._rollback) if self._rollback else self._checkpoint,
+            attention_s=self.attention_s,
+            calibrated_at=self.calibrated_at,
         )
 
 
@@ -242,7 +323,10 @@ class FixedCosts(CostModel):
     """A machine's costs as given, never moved by real timings: for a simulated machine (the
     benchmark's GPU regime) and for tests of auto's choices under known costs."""
 
-    def observe_verify(self, n: int, seconds: float) -> None:
+    def observe_verify(self, n: int, seconds: float, context: int | None = None) -> None:
+        pass
+
+    def observe_attention(self, seconds_per_pair: float) -> None:
         pass
 
     def observe_draft_step(self, seconds: float) -> None:

@@ -24,6 +24,7 @@ from engine.chat.reasoning import ReasoningSplitter
 from engine.chat.textstream import TextStream
 from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
 from engine.decoding.acceptance import Verdict, verify_greedy, verify_sampled
+from engine.decoding.auto_memory import CONTEXT_MEMORY
 from engine.decoding.drafters import (
     NO_DRAFT,
     DocumentDrafter,
@@ -44,13 +45,16 @@ from engine.decoding.tool_grammar import GrammarTrack
 from engine.errors import ContextFullError, EngineError
 from engine.history.store import HistoryIndex
 from engine.llama.memory import CheckpointKind
-from engine.llama.runner import Cancelled, ModelRunner
+from engine.llama.runner import CALIBRATION_CONTEXT, Cancelled, ModelRunner
 
 # Widths timed at load. Wide ones matter: on some CPUs a batch of 16 or more runs a faster matrix kernel
 # (an AVX-512 EPYC verifies 32 tokens at under half the per-token cost of 8), which a line through the
 # narrow widths would never reveal. They are timed once each (they take longest; real rounds refine them).
 CALIBRATION_SIZES = (1, 2, 4, 8)
 WIDE_CALIBRATION_SIZES = (16, 32)
+# What context adds to a decode is learned from real rounds (and kept in auto's memory); measure_attention
+# times it after this many tokens.
+ATTENTION_CONTEXT = 512
 DRAFT_PREFILL_SIZE = 16  # the draft model's per-token cost of catching up, until a real catch-up is timed
 # Probes: a drafter that learns only by drafting (a model) is tried by auto, at the length that
 # would pay were its tokens mostly accepted (PROBE_RATES), while it has been judged on fewer than
@@ -84,6 +88,7 @@ class RoundTokens:
     t_choose: float = 0.0  # asking the drafters and choosing, drafting included: what plain decoding never pays
     draft_steps: int = 0  # a model drafter's decode steps: its tokens, and the one it was too unsure to take
     caught_up: int = 0  # context tokens a draft model evaluated before drafting (a new prompt, a tool result)
+    context: int = 0  # tokens in the target's cache before the round's batch: what its tokens attended to
 
 
 class _TargetRows(Sequence):
@@ -138,7 +143,26 @@ class Speculator:
         draft_prefill = draft[DRAFT_PREFILL_SIZE] / DRAFT_PREFILL_SIZE if draft else None
         rollback = self.target.time_rollback() if self._rolls_back else 0.0
         mtp_step = self.target.time_mtp_step() if self.target.mtp is not None else None
-        return CostModel(verify, draft.get(1), rollback, mtp_step, draft_prefill, pads=self.target.can_pad)
+        return CostModel(
+            verify,
+            draft.get(1),
+            rollback,
+            mtp_step,
+            draft_prefill,
+            self.target.can_pad,
+            calibrated_at=CALIBRATION_CONTEXT,
+        )
+
+    def measure_attention(self, context_tokens: int = ATTENTION_CONTEXT) -> None:
+        """Time the wide widths after a long context, so that the costs know what context adds before real
+        rounds teach them (CostModel.attention_s). Seconds on a CPU: for the benchmarks and `engine info --costs`,
+        not for every load."""
+        context_tokens = min(context_tokens, self.target.n_ctx - max(WIDE_CALIBRATION_SIZES) - 1)
+        # Timed again beside the long ones (like with like), three times each: a busy moment moves one timing a lot.
+        short = self.target.time_decodes(WIDE_CALIBRATION_SIZES, 3)
+        long = self.target.time_decodes(WIDE_CALIBRATION_SIZES, 3, context_tokens)
+        for n in WIDE_CALIBRATION_SIZES:
+            self.costs.observe_attention((long[n] - short[n]) / (n * (context_tokens - CALIBRATION_CONTEXT)))
 
     @property
     def _rolls_back(self) -> bool:
@@ -170,14 +194,22 @@ class Speculator:
         self.rounds_since_probe = PROBE_GAP
 
     def memory(self) -> dict[str, dict]:
-        """What auto has learned of each drafter's acceptance, as JSON (engine.decoding.auto_memory keeps it)."""
-        return {d.kind.value: d.memory() for d in self.drafters if d.trackers}
+        """What auto has learned of each drafter's acceptance, and of what a token of context adds to a decode,
+        as JSON (engine.decoding.auto_memory keeps it)."""
+        memory = {d.kind.value: d.memory() for d in self.drafters if d.trackers}
+        if self.costs.attention_s:
+            memory[CONTEXT_MEMORY] = {"attention_s": self.costs.attention_s}
+        return memory
 
     def recall(self, memory: dict) -> None:
         """Take memory() from an earlier session with the same models; unknown drafters are skipped."""
+        if not isinstance(memory, dict):
+            return
         for drafter in self.drafters:
-            if isinstance(memory, dict) and drafter.kind.value in memory:
+            if drafter.kind.value in memory:
                 drafter.recall(memory[drafter.kind.value])
+        if isinstance(memory.get(CONTEXT_MEMORY), dict):
+            self.costs.recall_attention(memory[CONTEXT_MEMORY].get("attention_s"))
 
     # -- one answer: the text layer ----------------------------------------------------------
 
@@ -254,6 +286,7 @@ class Speculator:
                     gen_s=t_round - t_gen,
                     draft_steps=verified.draft_steps,
                     caught_up=verified.caught_up,
+                    context=verified.context,
                 )
                 event.apply_to(stats)
                 yield event
@@ -317,6 +350,7 @@ class Speculator:
             if n_round == 0:
                 k_cap = 0  # the first token is never held back by a draft's verification
             t_choose = time.perf_counter()
+            context = self.costs.context = len(committed) - 1  # what this round's batch attends to
             draft = self._draft(committed, k_cap, sampling, spec, rng, sampling.max_tokens - n_answer)
             t0 = time.perf_counter()
             speculative = CheckpointKind.ROUND if draft.tokens and self._rolls_back else None
@@ -331,7 +365,7 @@ class Speculator:
             if grammar is not None:
                 grammar.commit(verdict.n_accepted, verdict.next_token, self.target.is_eog)
             t2 = time.perf_counter()
-            self.costs.observe_verify(width, t1 - t0)
+            self.costs.observe_verify(width, t1 - t0, context)
             # Plain decoding pays one single-token step per token: priced from this round's own
             # timing, so a machine busier now than at calibration does not inflate the estimate.
             plain_step = (t1 - t0) * self.costs.verify_s(1) / self.costs.verify_s(len(draft) + 1)
@@ -377,6 +411,7 @@ class Speculator:
                 t_choose=t0 - t_choose,
                 draft_steps=draft.n_steps,
                 caught_up=draft.caught_up,
+                context=context,
             )
             if finish is not None:
                 return

@@ -40,6 +40,7 @@ _backend_ready = False
 # a few tens of milliseconds and the cancel flag is checked before each.
 ABORTABLE_BATCH = 32
 SLOW_DECODE_S = 0.5  # calibration times a decode this slow once, not `repeats` times
+CALIBRATION_CONTEXT = 16  # tokens of context the calibration's decodes attend to
 
 
 class Cancelled(Exception):
@@ -468,15 +469,17 @@ class ModelRunner:
         if self.mtp is not None:
             self.mtp.follow(tokens, start, end)  # the head's cache follows the target's
 
-    def time_decodes(self, sizes: Sequence[int], repeats: int = 2) -> dict[int, float]:
-        """Median seconds for one decode of n tokens, for each n in sizes (calibration).
+    def time_decodes(
+        self, sizes: Sequence[int], repeats: int = 2, context_tokens: int = CALIBRATION_CONTEXT
+    ) -> dict[int, float]:
+        """Median seconds for one decode of n tokens after context_tokens, for each n in sizes (calibration).
 
-        The short context is evaluated once; each size then gets one warm-up (a first call of a
+        The context is evaluated once; each size then gets one warm-up (a first call of a
         new size allocates) and `repeats` timed decodes, each rolled back before the next. On a
         slow device (a decode over SLOW_DECODE_S) one timed decode is precise enough, and
         repeating would make loading take minutes.
         """
-        context = [min(1000 + i, self.n_vocab - 1) for i in range(16)]
+        context = [min(1000 + i % 1000, self.n_vocab - 1) for i in range(context_tokens)]
         filler = [min(2000 + i, self.n_vocab - 1) for i in range(max(sizes))]
         self.eval(context, 0, checkpoint=CheckpointKind.ROUND)  # a recurrent state goes back to it
         result = {}

@@ -4,8 +4,9 @@ One small JSON file on this computer (engine.paths.auto_memory_file), an entry p
 and backend: how often a draft model's tokens are accepted depends on the pair, and a draft model
 auto never tried would otherwise be rediscovered, probe by probe, after every start. Costs are
 measured at every load, except what a token of context adds to a decode (CONTEXT_MEMORY): that is
-learned from rounds at long contexts, so it is kept too. A missing, damaged or foreign file means starting from the
-priors, never an error; a file that cannot be written is logged and the answer goes on.
+learned from rounds at long contexts, so it is kept too. A missing, damaged or foreign file means
+starting from the priors, never an error; a file that cannot be written is logged and the answer goes
+on.
 """
 
 from __future__ import annotations

@@ -158,6 +158,8 @@ class Speculator:
         rounds teach them (CostModel.attention_s). Seconds on a CPU: for the benchmarks and `engine info --costs`,
         not for every load."""
         context_tokens = min(context_tokens, self.target.n_ctx - max(WIDE_CALIBRATION_SIZES) - 1)
+        if context_tokens < 2 * CALIBRATION_CONTEXT:  # a context too small to tell
+            return
         # Timed again beside the long ones (like with like), three times each: a busy moment moves one timing a lot.
         short = self.target.time_decodes(WIDE_CALIBRATION_SIZES, 3)
         long = self.target.time_decodes(WIDE_CALIBRATION_SIZES, 3, context_tokens)

@@ -288,7 +288,12 @@ def test_engine_info_says_what_auto_learned_in_words():
                 "rounds": {"lengths": {"2": 1.0, "4": 1.0}, "steps": 8.0, "accepted": 5.0, "all": 1.0},
             }
         },
-        "lookup": {"16": {"first": [1.0, 0.0], "next": [4.0, 0.0], "seen": 1}, "2": {"first": "?"}},
+        "lookup": {
+            "16": {"first": [1.0, 0.0], "next": [4.0, 0.0], "seen": 1},
+            "2": {"first": "?"},
+            "4": {"first": [1.0, 0.0], "next": [0.0, 0.0], "seen": 1},
+            "8": {"first": [0.0, 0.0], "next": [0.0, 0.0], "seen": 0},  # never seen: not listed
+        },
         "context": {"attention_s": 6e-6},
     }
     assert auto_memory.describe(memory) == [
@@ -296,6 +301,7 @@ def test_engine_info_says_what_auto_learned_in_words():
         "context: 96 ms more)",
         "draft: first token accepted 0.75, the next ones 0.90 (seen in 5 rounds)",
         "draft at temperature 0: 3.0 tokens drafted a round in 4.0 steps, 2.5 accepted",
+        "lookup (matches of 4+ tokens): first token accepted 1.00, the next ones not yet seen (seen in 1 rounds)",
         "lookup (matches of 16+ tokens): first token accepted 1.00, the next ones 1.00 (seen in 1 rounds)",
     ]
     assert auto_memory.describe({"context": {"attention_s": "?"}}) == []

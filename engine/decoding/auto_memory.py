@@ -77,15 +77,21 @@ def describe(memory: dict) -> list[str]:
                 seen = int(counts.get("seen", 0))
             except (KeyError, TypeError, ValueError):
                 continue
+            if seen <= 0:  # a band never seen says nothing
+                continue
             where = "" if band == "-" else f" (matches of {band}{'+' if int(band) >= 4 else ''} tokens)"
-            first = first_yes / (first_yes + first_no) if first_yes + first_no else float("nan")
-            cont = next_yes / (next_yes + next_no) if next_yes + next_no else float("nan")
             lines.append(
-                f"{kind}{where}: first token accepted {first:.2f}, the next ones {cont:.2f} (seen in {seen} rounds)"
+                f"{kind}{where}: first token accepted {_share(first_yes, first_no)}, "
+                f"the next ones {_share(next_yes, next_no)} (seen in {seen} rounds)"
             )
             if isinstance(counts.get("rounds"), dict):
                 lines += _describe_rounds(kind, counts["rounds"])
     return lines
+
+
+def _share(yes: float, no: float) -> str:
+    """yes / (yes + no) to two places, or "not yet seen" where both are 0."""
+    return f"{yes / (yes + no):.2f}" if yes + no > 0 else "not yet seen"
 
 
 def _describe_context(context) -> list[str]:

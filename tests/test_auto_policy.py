@@ -297,8 +297,8 @@ def test_engine_info_says_what_auto_learned_in_words():
         "context": {"attention_s": 6e-6},
     }
     assert auto_memory.describe(memory) == [
-        "context: each token of it adds 6.0 µs a verified token (verifying 16 tokens after 1,000 tokens of "
-        "context: 96 ms more)",
+        "context: each token of context adds 6.0 µs a verified token (after 1,000 tokens of context: a step "
+        "6 ms more, verifying 16 tokens 96 ms more)",
         "draft: first token accepted 0.75, the next ones 0.90 (seen in 5 rounds)",
         "draft at temperature 0: 3.0 tokens drafted a round in 4.0 steps, 2.5 accepted",
         "lookup (matches of 4+ tokens): first token accepted 1.00, the next ones not yet seen (seen in 1 rounds)",

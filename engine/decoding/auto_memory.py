@@ -16,6 +16,7 @@ import logging
 import os
 from pathlib import Path
 
+from engine.decoding.policy import describe_attention
 from engine.json_file import write_json
 
 log = logging.getLogger(__name__)
@@ -100,10 +101,7 @@ def _describe_context(context) -> list[str]:
         seconds = float(context["attention_s"])
     except (KeyError, TypeError, ValueError):
         return []
-    return [
-        f"context: each token of it adds {1e6 * seconds:.1f} µs a verified token "
-        f"(verifying 16 tokens after 1,000 tokens of context: {1000 * seconds * 16000:.0f} ms more)"
-    ]
+    return [f"context: {describe_attention(seconds)}"]
 
 
 def _describe_rounds(kind: str, rounds: dict) -> list[str]:

@@ -78,11 +78,7 @@ class Calibration:
             many = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
             lines.append(f"verify {many} tokens as a batch of {width}: it costs less here")
         if self.attention_s:
-            lines.append(
-                f"each token of context adds {1e6 * self.attention_s:.1f} µs a verified token "
-                f"(at 1,000 tokens: a step {1000 * self.attention_s * 1000:.0f} ms more, verifying 16 tokens "
-                f"{1000 * self.attention_s * 16000:.0f} ms more)"
-            )
+            lines.append(describe_attention(self.attention_s))
         if self.draft_step_s is not None:
             lines.append(
                 f"draft-model step {1000 * self.draft_step_s:.1f} ms ({self.draft_step_s / step:.2f} of a step)"
@@ -94,6 +90,14 @@ class Calibration:
         if self.rollback_s:
             lines.append(f"undoing a rejected draft {1000 * self.rollback_s:.1f} ms")
         return lines
+
+
+def describe_attention(seconds_per_pair: float) -> str:
+    """What a token of context adds to a decode, in words (engine info's costs and its auto-learned lines)."""
+    return (
+        f"each token of context adds {1e6 * seconds_per_pair:.1f} µs a verified token (after 1,000 tokens of "
+        f"context: a step {1e6 * seconds_per_pair:.0f} ms more, verifying 16 tokens {16e6 * seconds_per_pair:.0f} ms more)"
+    )
 
 
 def _padded_runs(padded: Mapping[int, int]) -> list[tuple[int, list[int]]]:

@@ -142,6 +142,7 @@ class MainWindow(QMainWindow):
             self,
             remote=self._remote_host,
             collections=lambda: self.session.chat_settings.collections,
+            tools=lambda: tuple(t.spec for t in self.mcp.tools(self.session.chat_settings.mcp_servers)),
         )
         self.welcome = WelcomePanel(starter_available=_starter_available())
 
@@ -208,6 +209,8 @@ class MainWindow(QMainWindow):
         self.composer.tools_button.manage_servers.connect(self.open_mcp_servers)
         self.mcp_servers_changed.connect(self._update_tools_button)  # servers added, renamed or removed
         self.mcp.server_failed.connect(self._update_tools_button)
+        for settled in (self.mcp.server_started, self.mcp.server_failed):  # its tools are in the prompt, or gone
+            settled.connect(self.context.refresh)
         self.documents.other_model_downloaded.connect(self._on_model_downloaded)
         self.documents.embedding_model_downloaded.connect(self._on_embedding_model_downloaded)
         self.remote_catalog.changed.connect(lambda: header.model_picker.set_remote(self.remote_catalog.choices()))

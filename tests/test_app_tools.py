@@ -102,6 +102,16 @@ def test_a_tool_call_is_approved_run_and_answered_from(qtbot, make_window, serve
     assert window.session.chat_settings.mcp_servers == ["files"]
     assert "files" in window.composer.tools_button.text()
 
+    # Once the chat's server runs, the meter counts its tools' descriptions: the template puts them in the prompt.
+    with qtbot.waitSignal(window.mcp.server_started, timeout=WAIT_MS):
+        window.mcp.ensure(["files"])
+    window.composer.set_text(QUESTION)
+    with qtbot.waitSignal(window.context.counted, timeout=WAIT_MS) as counted:
+        window.context.count_now()
+    count = counted.args[0]
+    assert count.n_tools > 100 and f"{count.n_tools:,} describe the tools" in window.composer.meter.toolTip()
+    window.composer.set_text("")
+
     ask(qtbot, window, QUESTION, wait=False)
     dialog = approval(qtbot, window)
     assert dialog.use.server == "files" and dialog.use.name in ("read_file", "search")
@@ -120,6 +130,7 @@ def test_a_tool_call_is_approved_run_and_answered_from(qtbot, make_window, serve
     assert answer.finish_reason != FinishReason.TOOL_CALLS and answer.error is None
     # Its figures are the whole turn's: every pass of the model, the tool calls' tokens too.
     assert len(passes) == len(asked) >= 2
+    assert passes[0].n_prompt_tokens == count.n_tokens  # what the meter said is what the model read first
     assert answer.stats.n_tokens == sum(p.n_tokens for p in passes)
     assert answer.stats.rounds == [r for p in passes for r in p.rounds]
 

@@ -153,15 +153,18 @@ def test_a_streamed_answer_carries_the_sources_in_its_last_chunk(client, served)
     assert_citations_read_back(last["specula"]["sources"], text)
 
 
+# A conversation that leaves room for some of the passages found, not all.
+EARLIER = [
+    {"role": "user", "content": "Keep this list: " + ", ".join(f"item {i}" for i in range(200))},
+    {"role": "assistant", "content": "Kept."},
+    {"role": "user", "content": QUESTION},
+]
+
+
 def test_a_long_conversation_gets_the_passages_that_still_fit(client, served):
     short = client.chat.completions.create(**ask(served) | {"max_tokens": 4}, extra_body=GROUNDED)
-    earlier = [
-        {"role": "user", "content": "Keep this list: " + ", ".join(f"item {i}" for i in range(200))},
-        {"role": "assistant", "content": "Kept."},
-        {"role": "user", "content": QUESTION},
-    ]
     long = client.chat.completions.create(
-        **ask(served) | {"max_tokens": 4} | {"messages": earlier}, extra_body=GROUNDED
+        **ask(served) | {"max_tokens": 4} | {"messages": EARLIER}, extra_body=GROUNDED
     )
     found = [(s["path"], s["line_start"]) for s in extra(short)["specula"]["sources"]]
     fitting = [(s["path"], s["line_start"]) for s in extra(long)["specula"]["sources"]]
@@ -170,6 +173,28 @@ def test_a_long_conversation_gets_the_passages_that_still_fit(client, served):
     # What went in fits with the answer's room: the conversation was not cut to make room.
     assert long.usage.prompt_tokens + 4 <= N_CTX and long.choices[0].finish_reason in ("stop", "length")
     assert long.usage.prompt_tokens > 800  # the earlier turns are all there
+
+
+def test_the_tools_offered_take_their_room_from_the_passages(client, served):
+    """The template writes the tools' descriptions into the prompt: the passages that fit are fewer, and the
+    prompt still leaves the answer its room."""
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": f"lookup_{i}",
+                "description": f"Look up record {i} of the archive by its key. " * 4,
+                "parameters": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+            },
+        }
+        for i in range(4)
+    ]
+    request = ask(served) | {"max_tokens": 4, "messages": EARLIER}
+    without = client.chat.completions.create(**request, extra_body=GROUNDED)
+    offered = client.chat.completions.create(**request, tools=tools, extra_body=GROUNDED)
+    assert offered.usage.prompt_tokens + 4 <= N_CTX and offered.choices[0].finish_reason in ("stop", "length")
+    assert len(extra(offered)["specula"]["sources"]) < len(extra(without)["specula"]["sources"])
+    assert offered.usage.prompt_tokens > 800  # the earlier turns are all there
 
 
 def test_an_unknown_collection_gets_400_naming_it_before_anything_runs(client, served):

@@ -40,6 +40,8 @@ class ContextCounter(QObject):
     host of the remote engine that answers the conversation ("" for this computer): its tokenizer and
     context are the server's, so nothing is counted here and the meter says so. collections() gives the
     chat's document collections: the passages sending a typed message would put before it count too.
+    tools() gives the tools the chat offers (those of its MCP servers that have started): the template puts
+    their descriptions in every prompt, so they count whether or not a message is being typed.
     """
 
     counted = Signal(object)  # the TokenCount just shown (tests wait on it)
@@ -53,10 +55,11 @@ class ContextCounter(QObject):
         parent=None,
         remote: Callable[[], str] = lambda: "",
         collections: Callable[[], list[str]] = list,
+        tools: Callable[[], tuple] = tuple,
     ):
         super().__init__(parent)
         self.host, self.meter, self.source, self.draft, self.remote = host, meter, source, draft, remote
-        self.collections = collections
+        self.collections, self.tools = collections, tools
         self.latest: TokenCount | None = None
         self._asked = 0
         self._counted_messages: list[Message] = []
@@ -98,7 +101,9 @@ class ContextCounter(QObject):
             messages = [*messages, Message(0, 0, Role.USER, text, attachments=list(attachments))]
             collections = tuple(self.collections())
         self._counted_messages = messages
-        self._asked = self.host.count_tokens(chat_messages(messages, system_prompt), max_tokens, collections)
+        self._asked = self.host.count_tokens(
+            chat_messages(messages, system_prompt), max_tokens, collections, tuple(self.tools())
+        )
 
     @Slot(object)
     def _on_counted(self, count: TokenCount) -> None:

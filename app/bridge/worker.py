@@ -114,6 +114,7 @@ class CountRequest:
     max_tokens: int  # the answer's token limit: with the context size, how much room it keeps
     superseded: threading.Event = field(default_factory=threading.Event)  # set: a newer count was asked
     collections: tuple[str, ...] = ()  # the chat's document collections: the passages sending would add count too
+    tools: tuple[ToolSpec, ...] = ()  # the tools the chat offers: their descriptions are in the prompt too
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class TokenCount:
     too_long: str = ""  # the last message does not fit even alone: why
     error: str = ""
     n_documents: int = 0  # of n_tokens, the passages of the user's documents sending would put before the message
+    n_tools: int = 0  # of n_tokens, the descriptions of the tools the chat offers
 
 
 class EngineWorker(QObject):
@@ -260,7 +262,7 @@ class EngineWorker(QObject):
         """The request's messages with the last one grounded in the best passages of its collections that fit
         the context (sources_found says which), and the grounding (what to draft from: the passages found
         and the collections' whole text); unchanged and None, with documents_failed, if they cannot be searched."""
-        fits = self._fits_context(request.messages, request.sampling.max_tokens)
+        fits = self._fits_context(request.messages, request.sampling.max_tokens, request.tools)
         return self._search(request.id, request.messages, request.collections, fits, request.cancel)
 
     def ground_for_remote(self, request_id: int, messages: list[ChatMessage], collections: tuple[str, ...]) -> None:
@@ -292,15 +294,11 @@ class EngineWorker(QObject):
         self.sources_found.emit(request_id, grounded.sources)
         return grounded_messages, grounded
 
-    def _fits_context(self, messages: list[ChatMessage], max_tokens: int):
-        """Whether a text as the last message fits the loaded model's context, room for the answer kept."""
+    def _fits_context(self, messages: list[ChatMessage], max_tokens: int, tools: tuple[ToolSpec, ...] = ()):
+        """Whether a text as the last message fits the loaded model's context beside the tools offered,
+        room for the answer kept."""
         *before, last = messages
-
-        def fits(text: str) -> bool:
-            tokens = self.engine.prompt_tokens([*before, ChatMessage(last.role, text)])
-            return len(tokens) + self.engine.answer_room(max_tokens) <= self.engine.info.n_ctx
-
-        return fits
+        return lambda text: self.engine.fits([*before, ChatMessage(last.role, text)], max_tokens, tools)
 
     def _ground(
         self, messages: list[ChatMessage], collections: tuple[str, ...], fits, cancel=None, rerank=True, progress=None
@@ -351,22 +349,23 @@ class EngineWorker(QObject):
             return
         engine = self.engine
         try:
-            messages, n_documents = request.messages, 0
+            messages, tools, n_documents = request.messages, request.tools, 0
             if request.collections and messages and messages[-1].role == "user":
                 try:
-                    fits = self._fits_context(messages, request.max_tokens)
+                    fits = self._fits_context(messages, request.max_tokens, tools)
                     # Not reranked: seconds a count on a CPU, for an order that barely moves the count.
                     grounded, _ = self._ground(messages, request.collections, fits, rerank=False)
                     n_documents = len(engine.prompt_tokens(grounded)) - len(engine.prompt_tokens(messages))
                     messages = grounded
                 except (LibraryError, OSError, sqlite3.Error):
                     pass  # counted without them; sending says why
-            n_tokens = len(engine.prompt_tokens(messages))
+            without_tools = len(engine.prompt_tokens(messages))
+            n_tokens = len(engine.prompt_tokens(messages, tools)) if tools else without_tools
             n_ctx, room = engine.target.n_ctx, engine.answer_room(request.max_tokens)
             dropped, too_long = 0, ""
             if n_tokens + room > n_ctx:
                 try:
-                    dropped = engine.fit_conversation(messages, request.max_tokens)[1]
+                    dropped = engine.fit_conversation(messages, request.max_tokens, tools)[1]
                 except ContextFullError as e:
                     too_long = user_message(e)
         except Exception as e:  # noqa: BLE001 - a failed count must not end the thread
@@ -374,7 +373,16 @@ class EngineWorker(QObject):
             self.tokens_counted.emit(TokenCount(request.id, error=user_message(e)))
             return
         self.tokens_counted.emit(
-            TokenCount(request.id, n_tokens, n_ctx, room, dropped, too_long, n_documents=n_documents)
+            TokenCount(
+                request.id,
+                n_tokens,
+                n_ctx,
+                room,
+                dropped,
+                too_long,
+                n_documents=n_documents,
+                n_tools=n_tokens - without_tools,
+            )
         )
 
     @Slot(object)
@@ -533,14 +541,21 @@ class EngineHost(QObject):
         )
         return request
 
-    def count_tokens(self, messages: list[ChatMessage], max_tokens: int, collections: tuple[str, ...] = ()) -> int:
+    def count_tokens(
+        self,
+        messages: list[ChatMessage],
+        max_tokens: int,
+        collections: tuple[str, ...] = (),
+        tools: tuple[ToolSpec, ...] = (),
+    ) -> int:
         """Ask for the conversation's prompt tokens; the answer comes as worker.tokens_counted with this id.
         Only the newest request is answered: one asked while the engine is busy waits for it, and replaces
-        those still waiting. collections: the passages sending would add to the last message count too."""
+        those still waiting. collections: the passages sending would add to the last message count too;
+        tools: the descriptions of the tools the chat offers, too."""
         self._count_superseded.set()
         self._count_superseded = threading.Event()
         request = CountRequest(
-            next(self._count_ids), list(messages), max_tokens, self._count_superseded, tuple(collections)
+            next(self._count_ids), list(messages), max_tokens, self._count_superseded, tuple(collections), tuple(tools)
         )
         self.count_requested.emit(request)
         return request.id

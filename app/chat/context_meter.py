@@ -73,6 +73,7 @@ class ContextMeter(QWidget):
                 if count.n_documents
                 else ""
             )
+            + (f"{count.n_tools:,} describe the tools this chat offers. " if count.n_tools else "")
             + f"{count.room:,} tokens are kept free for the answer."
         )
         full = warning or share >= NEARLY_FULL

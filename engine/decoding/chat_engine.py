@@ -393,6 +393,18 @@ class Engine:
             }
         return self._markers[syntax.name]
 
+    def fits(
+        self,
+        messages: Sequence[ChatMessage],
+        max_tokens: int,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice | None = None,
+    ) -> bool:
+        """Whether the conversation, with the tools it offers, leaves the answer its room (answer_room) in
+        the context: what a search asks of each passage it would add (tool descriptions take room too)."""
+        tokens = self.prompt_tokens(messages, *_offered(tools, tool_choice))
+        return len(tokens) + self.answer_room(max_tokens) <= self.target.n_ctx
+
     def answer_room(self, max_tokens: int) -> int:
         """The tokens kept free for the answer when fitting a conversation (fit_conversation)."""
         return min(max_tokens, max(MIN_ANSWER_ROOM, self.target.n_ctx // 4))

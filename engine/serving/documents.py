@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,7 @@ from engine.documents.chosen import ChosenModel
 from engine.documents.library import Library, read_collections
 from engine.documents.retrieval import Hit
 from engine.documents.whole_text import WholeText
+from engine.tools import ToolChoice, ToolSpec
 
 if TYPE_CHECKING:  # the name only: importing Engine loads llama.cpp
     from engine import Engine
@@ -89,17 +91,22 @@ class Documents:
         return [n for n in names if n not in known], known
 
     def ground(
-        self, engine: Engine, messages: list[ChatMessage], names: tuple[str, ...], max_tokens: int
+        self,
+        engine: Engine,
+        messages: list[ChatMessage],
+        names: tuple[str, ...],
+        max_tokens: int,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice | None = None,
     ) -> tuple[list[ChatMessage], Grounding]:
         """On the engine's thread: the conversation with its last user message grounded in the
-        passages of these collections that fit, and those passages. Raises LibraryError when a
-        collection is no longer there."""
+        passages of these collections that fit beside it and the tools it offers, and those passages.
+        Raises LibraryError when a collection is no longer there."""
         at = max(i for i, m in enumerate(messages) if m.role == "user")  # parse_chat made sure of one
         before, question, after = messages[:at], messages[at], messages[at + 1 :]
 
         def fits(text: str) -> bool:
-            tokens = engine.prompt_tokens([*before, ChatMessage("user", text), *after])
-            return len(tokens) + engine.answer_room(max_tokens) <= engine.info.n_ctx
+            return engine.fits([*before, ChatMessage("user", text), *after], max_tokens, tools, tool_choice)
 
         with self._lock:
             library = self._library()

@@ -152,7 +152,12 @@ class EngineService:
                 messages, grounding = list(generation.messages), None
                 if generation.collections:
                     messages, grounding = self.documents.ground(
-                        engine, messages, generation.collections, generation.sampling.max_tokens
+                        engine,
+                        messages,
+                        generation.collections,
+                        generation.sampling.max_tokens,
+                        generation.tools,
+                        generation.tool_choice,
                     )
                     record.n_passages = len(grounding.sources)
                     bridge.put(grounding)

@@ -424,6 +424,9 @@ class MainWindow(QMainWindow):
         chat = self.session.chat_settings
         chat.mcp_servers = list(names)
         self.session.set_chat_settings(chat)
+        # Started now, not at the first answer: one that fails says so on the Tools button at once, and the
+        # context meter counts the descriptions of their tools.
+        self.mcp.ensure(names)
 
     def _update_tools_button(self, *_args) -> None:
         names = self.mcp.server_names()

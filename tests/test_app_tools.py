@@ -98,13 +98,12 @@ def test_a_tool_call_is_approved_run_and_answered_from(qtbot, make_window, serve
     window.host.answer = lambda messages, *args, **kwargs: (
         asked.append(messages) or answer_on_engine(messages, *args, **kwargs)
     )
-    tick(window, "files")
+    with qtbot.waitSignal(window.mcp.server_started, timeout=WAIT_MS):  # ticked, it starts
+        tick(window, "files")
     assert window.session.chat_settings.mcp_servers == ["files"]
     assert "files" in window.composer.tools_button.text()
 
-    # Once the chat's server runs, the meter counts its tools' descriptions: the template puts them in the prompt.
-    with qtbot.waitSignal(window.mcp.server_started, timeout=WAIT_MS):
-        window.mcp.ensure(["files"])
+    # The server runs, so the meter counts its tools' descriptions: the template puts them in the prompt.
     window.composer.set_text(QUESTION)
     with qtbot.waitSignal(window.context.counted, timeout=WAIT_MS) as counted:
         window.context.count_now()

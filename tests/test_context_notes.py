@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.chat.stats_footer import StatsFooter
+from app.chat.stats_footer import DetailsPanel, StatsFooter
 from engine.config import ChatMessage, ModelSpec, SamplingParams
 from engine.decoding.events import DoneEvent, FinishReason
 from engine.decoding.stats import AnswerStats
@@ -87,6 +87,12 @@ def test_the_app_shows_dropped_history_under_the_answer_not_only_in_details(qtbo
     footer.set_stats(AnswerStats(n_tokens=5, n_history_dropped=1), "length")
     text = footer.state_label.text()
     assert "maximum answer length" in text and "The oldest message was left out" in text
+    footer.set_stats(AnswerStats(n_tokens=5, n_results_cut=1), "done")
+    assert "The middle of a tool's result was left out" in footer.state_label.text()
+    details = DetailsPanel()
+    qtbot.addWidget(details)
+    details.set_stats(AnswerStats(n_tokens=5, n_results_cut=2), {})
+    assert "the middle of 2 tool results left out" in details.prompt.text()
     footer.set_stats(AnswerStats(n_tokens=5), "done")
     assert not footer.state_label.isVisible()
     footer.set_stats(AnswerStats(), "context")

@@ -308,6 +308,50 @@ class TripsAfter(threading.Event):
         return self.reads > self.n
 
 
+def test_a_tool_result_too_long_for_the_context_loses_its_middle_not_the_answer(smollm2_path):
+    """The app's tool loop (cut_tool_results): older turns go first, then the middle of the answered turn's
+    results, with a note; the question and both ends of the result stay. Without it, the context is full."""
+    from engine.config import ModelSpec
+    from engine.decoding.chat_engine import Engine
+    from engine.tools import ToolCall, ToolSpec
+
+    engine = Engine(ModelSpec(smollm2_path, n_ctx=512))
+    try:
+        read = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
+        older = [ChatMessage("user", "Earlier question " * 20), ChatMessage("assistant", "Earlier answer " * 20)]
+        turn = [
+            ChatMessage("user", "What does big.txt say?"),
+            ChatMessage("assistant", "", tool_calls=(ToolCall("call_1", "read_file", {"path": "big.txt"}),)),
+            ChatMessage("tool", "BEGIN " + " ".join(f"line {i}" for i in range(1500)) + " END", tool_call_id="call_1"),
+        ]
+        sampling = GREEDY.with_(max_tokens=16)
+        done = list(engine.chat([*older, *turn], sampling, SpecParams(), tools=[read]))[-1]
+        assert done.finish_reason == FinishReason.CONTEXT
+
+        fitted = engine.fit_conversation([*older, *turn], 16, [read], cut_tool_results=True)
+        assert (fitted.dropped, fitted.results_cut) == (2, 1)
+        assert len(fitted.tokens) + engine.answer_room(16) <= engine.target.n_ctx
+        prompt = b"".join(engine.target.piece(t) for t in fitted.tokens).decode()
+        assert "What does big.txt say?" in prompt and "Earlier question" not in prompt
+        assert "BEGIN line 0 line 1" in prompt and "line 1499 END" in prompt and "line 700 " not in prompt
+        assert "characters of this result left out here: it did not fit in the model's context" in prompt
+
+        done = list(engine.chat([*older, *turn], sampling, SpecParams(), tools=[read], cut_tool_results=True))[-1]
+        assert done.finish_reason in (FinishReason.STOP, FinishReason.LENGTH, FinishReason.TOOL_CALLS)
+        assert done.stats.n_results_cut == 1 and done.stats.n_history_dropped == 2
+    finally:
+        engine.close()
+
+
+def test_cut_middle_keeps_both_ends_and_says_how_much_went():
+    from engine.decoding.fitting import cut_middle
+
+    text = "".join(chr(ord("a") + i % 26) for i in range(300))
+    cut = cut_middle(text, 90)
+    assert cut.startswith(text[:60]) and cut.endswith(text[-30:]) and "210 characters of this result" in cut
+    assert cut_middle(text, 300) == text and cut_middle(text, 0).strip().startswith("[… 300 characters")
+
+
 def test_cancel_interrupts_a_long_prompt_and_the_cache_stays_consistent(small_engine):
     long_ask = [ChatMessage("user", "Summarise: " + "the quick brown fox jumps over the lazy dog. " * 60)]
     small_engine.reset_cache()
@@ -315,7 +359,7 @@ def test_cancel_interrupts_a_long_prompt_and_the_cache_stays_consistent(small_en
     tokens, _, done = run(small_engine, long_ask, cancel=cancel)
     assert done.finish_reason == FinishReason.CANCELLED and not tokens
     assert cancel.reads > 20, "the abort callback was consulted during the prompt"
-    prompt, _ = small_engine.fit_conversation(long_ask, GREEDY.max_tokens)
+    prompt = small_engine.fit_conversation(long_ask, GREEDY.max_tokens).tokens
     cached = small_engine.target.cached
     assert len(cached) < len(prompt) - 1 and cached == prompt[: len(cached)], "the cache holds a clean prefix"
     _, _, after = run(small_engine, long_ask)

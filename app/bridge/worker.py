@@ -236,6 +236,7 @@ class EngineWorker(QObject):
                 collections=grounded.whole if grounded else None,
                 tools=request.tools,
                 tool_grammar=bool(request.tools),
+                cut_tool_results=True,  # a file read back that does not fit loses its middle, not the answer
             )
             for event in events:
                 if isinstance(event, TokenEvent) and event.tool_call:
@@ -365,7 +366,9 @@ class EngineWorker(QObject):
             dropped, too_long = 0, ""
             if n_tokens + room > n_ctx:
                 try:
-                    dropped = engine.fit_conversation(messages, request.max_tokens, tools)[1]
+                    dropped = engine.fit_conversation(
+                        messages, request.max_tokens, tools, cut_tool_results=True
+                    ).dropped
                 except ContextFullError as e:
                     too_long = user_message(e)
         except Exception as e:  # noqa: BLE001 - a failed count must not end the thread

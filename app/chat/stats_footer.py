@@ -27,6 +27,7 @@ from app.core.figures import (
     figures,
     history_dropped_note,
     remote_summary,
+    results_cut_note,
     settings_summary,
 )
 from app.ui import theme
@@ -121,6 +122,8 @@ class StatsFooter(QWidget):
         note = notes.get(state, "")
         if stats and stats.n_history_dropped:  # where the user looks, not only in Details
             note = "\n".join(n for n in (note, history_dropped_note(stats.n_history_dropped)) if n)
+        if stats and stats.n_results_cut:
+            note = "\n".join(n for n in (note, results_cut_note(stats.n_results_cut)) if n)
         self.state_label.setText(note)
         self.state_label.setVisible(bool(note))
         remote = bool(stats and stats.remote)  # no local plain run to compare a remote answer with
@@ -270,7 +273,7 @@ class DetailsPanel(QFrame):
         )
         dropped = (
             f"; {stats.n_history_dropped} old messages left out to fit the context" if stats.n_history_dropped else ""
-        )
+        ) + (f"; the middle of {stats.n_results_cut} tool results left out to fit it" if stats.n_results_cut else "")
         self.prompt.setText(
             f"{stats.n_prompt_tokens} tokens, {stats.n_prompt_evaluated} evaluated in {stats.prompt_s:.2f} s "
             f"({stats.prompt_tps:.0f} tok/s), the rest reused from the cache{dropped}"

@@ -250,6 +250,15 @@ def estimate_text(stats: AnswerStats) -> str:
     )
 
 
+def results_cut_note(n: int) -> str:
+    """The visible line under an answer whose model saw its tools' results with their middle left out."""
+    what = "a tool's result" if n == 1 else f"{n} tools' results"
+    return (
+        f"The middle of {what} was left out of what the model saw: it did not fit the context "
+        "(Settings → Context size)."
+    )
+
+
 def history_dropped_note(n: int) -> str:
     """The visible line under an answer that was written without the oldest messages."""
     what = "The oldest message was" if n == 1 else f"The {n} oldest messages were"

@@ -14,9 +14,10 @@ from engine.chat.prompt_tokens import PromptTokenizer
 from engine.chat.reasoning import ReasoningSplitter
 from engine.chat.template import ChatFormatter
 from engine.config import ChatMessage, ModelSpec, SamplingParams, SpecParams
-from engine.decoding import auto_memory
+from engine.decoding import auto_memory, fitting
 from engine.decoding.collection_drafts import CollectionTokens, WholeText
 from engine.decoding.events import DoneEvent, Event, FinishReason
+from engine.decoding.fitting import Fitted
 from engine.decoding.policy import Calibration
 from engine.decoding.speculator import Speculator
 from engine.decoding.stats import AnswerStats
@@ -269,6 +270,7 @@ class Engine:
         tool_grammar: bool = False,
         parallel_tool_calls: bool = True,
         collections: WholeText | None = None,
+        cut_tool_results: bool = False,
     ) -> Iterator[Event]:
         """Stream the assistant's answer to a conversation (the last message is the user's, or a
         tool's result).
@@ -294,6 +296,9 @@ class Engine:
         DoneEvent.stats.grammar_s. With tool_choice required or a named function the grammar holds
         from the first token: the answer is calls and nothing else. parallel_tool_calls False: the
         grammar ends the answer after one call (a small model forced to call tends to repeat it).
+        cut_tool_results: where the conversation does not fit, the middle of the answered turn's tool
+        results is left out (with a note) once the older turns are gone, instead of ending with
+        FinishReason.CONTEXT; DoneEvent.stats.n_results_cut counts them.
         """
         t_request = time.perf_counter()
         sampling = sampling or SamplingParams()
@@ -303,7 +308,9 @@ class Engine:
             sampling = sampling.with_(stop=tuple(sampling.stop) + self.formatter.stop_strings)
         tools, tool_choice = _offered(tools, tool_choice)
         try:
-            prompt, stats.n_history_dropped = self.fit_conversation(messages, sampling.max_tokens, tools, tool_choice)
+            prompt, stats.n_history_dropped, stats.n_results_cut = self.fit_conversation(
+                messages, sampling.max_tokens, tools, tool_choice, cut_tool_results
+            )
         except ContextFullError as e:
             yield DoneEvent(FinishReason.CONTEXT, stats, "", e.user_message())
             return
@@ -415,33 +422,18 @@ class Engine:
         max_tokens: int,
         tools: Sequence[ToolSpec] = (),
         tool_choice: ToolChoice | None = None,
-    ) -> tuple[list[int], int]:
-        """Tokenize the conversation, dropping the oldest turns (never the system prompt) to fit.
-
-        Returns the prompt tokens and how many messages were dropped.
-        """
-        n_ctx = self.target.n_ctx
-        room = self.answer_room(max_tokens)
-        system = [m for m in messages[:1] if m.role == "system"]
-        rest = list(messages[len(system) :])
-        dropped = 0
-        while True:
-            tokens = self.prompt_tokens(system + rest, tools, tool_choice)
-            if len(tokens) + room <= n_ctx or len(rest) <= 1:
-                break
-            # Drop the oldest exchange; keep the conversation starting with a user message.
-            rest.pop(0)
-            dropped += 1
-            while len(rest) > 1 and rest[0].role != "user":
-                rest.pop(0)
-                dropped += 1
-        if len(tokens) >= n_ctx:
-            with_system = " with the system prompt" if system else ""
-            raise ContextFullError(
-                f"The message is {len(tokens):,} tokens long{with_system}, "
-                f"but the context holds {n_ctx:,}: no room is left for an answer."
-            )
-        return tokens, dropped
+        cut_tool_results: bool = False,
+    ) -> Fitted:
+        """Tokenize the conversation, dropping the oldest turns (never the system prompt) to fit, and, with
+        cut_tool_results, cutting the middle of the answered turn's tool results (engine.decoding.fitting)."""
+        return fitting.fit(
+            messages,
+            self.target.n_ctx,
+            self.answer_room(max_tokens),
+            lambda shown: self.prompt_tokens(shown, tools, tool_choice),
+            lambda text: len(self.target.tokenize(text, special=False)),
+            cut_tool_results,
+        )
 
 
 def _offered(tools: Sequence[ToolSpec], choice: ToolChoice | None) -> tuple[list[ToolSpec], ToolChoice | None]:

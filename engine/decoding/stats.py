@@ -62,6 +62,7 @@ class AnswerStats:
     n_prompt_tokens: int = 0  # tokens in the formatted conversation
     n_prompt_evaluated: int = 0  # of those, evaluated now (the rest came from the KV cache)
     n_history_dropped: int = 0  # messages dropped from the front to fit the context
+    n_results_cut: int = 0  # tool results whose middle was left out to fit the context (engine.decoding.fitting)
     n_tokens: int = 0  # tokens in the answer (its thinking included)
     n_reasoning_tokens: int = 0  # of those, the thinking's (a reasoning model's <think> block, markers included)
     n_rounds: int = 0  # verification rounds (plain steps count as rounds with nothing drafted)
@@ -166,6 +167,7 @@ class AnswerStats:
             later,
             **{name: getattr(self, name) + getattr(later, name) for name in added},
             n_history_dropped=max(self.n_history_dropped, later.n_history_dropped),
+            n_results_cut=max(self.n_results_cut, later.n_results_cut),
             accepted_hist=hist,
             rounds=self.rounds + later.rounds,
             tokens_by_source=sources,

@@ -137,6 +137,33 @@ def test_the_overflow_warning_names_the_messages_sending_would_leave_out(qtbot, 
     assert warning.text().startswith("Too long to send:")
 
 
+def test_the_overflow_warning_counts_an_answer_that_called_tools_as_one_message():
+    """The engine drops messages as the model is sent them: an answer that called tools twice is five
+    (call, result, call, result, the text after). The warning names stored messages, as the chat shows them."""
+    from app.bridge.context_counter import overflow_warning
+    from app.bridge.worker import TokenCount
+    from app.core.store import Message, Role
+    from app.core.tool_steps import ToolStatus, ToolUse
+
+    uses = [
+        ToolUse(f"call_{i}", "read_file", {"path": "GPL-3"}, "files", step=i, status=ToolStatus.DONE, result="text")
+        for i in range(2)
+    ]
+    stored = [
+        Message(1, 1, Role.USER, "Read GPL-3 and give its title."),
+        Message(2, 1, Role.ASSISTANT, "It is the GNU GPL.", tool_uses=uses),
+        Message(3, 1, Role.USER, "And its version?"),
+    ]
+    sent = chat_messages(stored, "")
+    assert len(sent) == 7  # the question, 2 × (call, result), the text after, the new question
+    warning = overflow_warning(TokenCount(1, 5000, 4096, 1024, n_dropped=6), stored)
+    assert "the 2 oldest messages" in warning and "to “It is the GNU GPL.”" in warning
+    assert "version" not in warning
+    answer_only_calls = [stored[0], Message(2, 1, Role.ASSISTANT, "", tool_uses=uses), stored[2]]
+    warning = overflow_warning(TokenCount(1, 5000, 4096, 1024, n_dropped=5), answer_only_calls)
+    assert "to “read_file call”" in warning
+
+
 def test_attached_files_reach_the_engine_show_as_chips_and_come_back_after_a_restart(
     qtbot, make_window, smollm2_path, sample_files
 ):

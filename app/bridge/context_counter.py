@@ -125,7 +125,7 @@ def overflow_warning(count: TokenCount, messages: list[Message]) -> str:
         return "Too long to send: " + count.too_long.splitlines()[0] + " Shorten it or remove an attachment."
     if not count.n_dropped:
         return ""
-    dropped = messages[: count.n_dropped]
+    dropped = messages[: stored_count(messages, count.n_dropped)]
     first, last = _gist(dropped[0]), _gist(dropped[-1])
     which = f"“{first}”" if len(dropped) == 1 else f"from “{first}” to “{last}”"
     n = len(dropped)
@@ -135,6 +135,19 @@ def overflow_warning(count: TokenCount, messages: list[Message]) -> str:
     )
 
 
+def stored_count(messages: list[Message], n_sent: int) -> int:
+    """How many of the stored messages the n_sent oldest messages as the model is sent them cover, wholly or
+    in part: an answer that called tools is sent as several (each call, each result, the text after)."""
+    covered = 0
+    for message in messages:
+        if n_sent <= 0:
+            break
+        n_sent -= len(chat_messages([message], ""))
+        covered += 1
+    return covered
+
+
 def _gist(message: Message, limit: int = 32) -> str:
-    text = " ".join(message.content.split()) or (message.attachments[0].name if message.attachments else "…")
+    called = f"{message.tool_uses[0].name} call" if message.tool_uses else "…"
+    text = " ".join(message.content.split()) or (message.attachments[0].name if message.attachments else called)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

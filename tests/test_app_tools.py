@@ -234,3 +234,33 @@ def test_the_tools_button_lists_the_servers_and_follows_the_editor(qtbot, make_w
     window.mcp_servers_changed.emit()  # the MCP servers editor saved mcp.json
     assert names() == ["files"]
     assert not window.mcp.started  # listing servers starts none
+
+
+def test_a_result_too_long_for_the_context_loses_its_middle_not_the_answer(qtbot, make_window, servers, qwen_paths):
+    from PySide6.QtCore import Qt
+
+    minutes = "".join(f"Line {i} of the minutes: nothing else was decided.\n" for i in range(600))
+    (servers / "notes.txt").write_text("The meeting moved to Thursday at 3 pm in room Orchid.\n" + minutes)
+    settings = qwen_settings(qwen_paths)
+    settings.context_size, settings.max_tokens = 2048, 64  # the file is some 9,000 tokens
+    window = make_window(settings)
+    passes = []
+    window.host.worker.answer_finished.connect(lambda _request, done: passes.append(done))
+    tick(window, "files")
+    ask(qtbot, window, QUESTION, wait=False)
+    qtbot.mouseClick(approval(qtbot, window).once_button, Qt.MouseButton.LeftButton)
+
+    def denied_or_ended() -> bool:  # a further call (the small model may read again) is denied
+        dialog = window.approvals.dialog
+        if dialog is not None and dialog.isVisible():
+            qtbot.mouseClick(dialog.deny_button, Qt.MouseButton.LeftButton)
+        return not window.session.busy
+
+    qtbot.waitUntil(denied_or_ended, timeout=WAIT_MS * 2)
+    answer = window.session.messages[-1]
+    assert answer.tool_uses[0].status == ToolStatus.DONE and answer.tool_uses[0].result.endswith("decided.\n")
+    after_result = passes[1]  # the model read the result with its middle left out, and went on
+    assert after_result.finish_reason != FinishReason.CONTEXT and after_result.stats.n_results_cut == 1
+    assert answer.stats.n_results_cut == 1
+    footer = window.chat_view.message_widget(answer.id).footer
+    assert "The middle of a tool's result was left out" in footer.state_label.text()

@@ -162,6 +162,8 @@ def test_the_overflow_warning_counts_an_answer_that_called_tools_as_one_message(
     answer_only_calls = [stored[0], Message(2, 1, Role.ASSISTANT, "", tool_uses=uses), stored[2]]
     warning = overflow_warning(TokenCount(1, 5000, 4096, 1024, n_dropped=5), answer_only_calls)
     assert "to “read_file call”" in warning
+    warning = overflow_warning(TokenCount(1, 5000, 4096, 1024, n_results_cut=2), stored)
+    assert warning.startswith("Over the context: sending this leaves the middle of 2 tool results out of")
 
 
 def test_attached_files_reach_the_engine_show_as_chips_and_come_back_after_a_restart(

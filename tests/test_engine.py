@@ -309,8 +309,9 @@ class TripsAfter(threading.Event):
 
 
 def test_a_tool_result_too_long_for_the_context_loses_its_middle_not_the_answer(smollm2_path):
-    """The app's tool loop (cut_tool_results): older turns go first, then the middle of the answered turn's
-    results, with a note; the question and both ends of the result stay. Without it, the context is full."""
+    """The app's tool loop (cut_tool_results): older turns' results give way first, then older turns, then
+    the middle of the answered turn's results, with a note; the question and both ends of the result stay.
+    Without it, the context is full."""
     from engine.config import ModelSpec
     from engine.decoding.chat_engine import Engine
     from engine.tools import ToolCall, ToolSpec
@@ -339,6 +340,13 @@ def test_a_tool_result_too_long_for_the_context_loses_its_middle_not_the_answer(
         done = list(engine.chat([*older, *turn], sampling, SpecParams(), tools=[read], cut_tool_results=True))[-1]
         assert done.finish_reason in (FinishReason.STOP, FinishReason.LENGTH, FinishReason.TOOL_CALLS)
         assert done.stats.n_results_cut == 1 and done.stats.n_history_dropped == 2
+
+        # An older turn's result gives way before the turn itself: what was asked and answered stays.
+        follow_up = [*turn, ChatMessage("assistant", "It lists lines."), ChatMessage("user", "How many lines?")]
+        fitted = engine.fit_conversation(follow_up, 16, [read], cut_tool_results=True)
+        prompt = b"".join(engine.target.piece(t) for t in fitted.tokens).decode()
+        assert (fitted.dropped, fitted.results_cut) == (0, 1)
+        assert "What does big.txt say?" in prompt and "It lists lines." in prompt and "How many lines?" in prompt
     finally:
         engine.close()
 

@@ -123,15 +123,21 @@ def overflow_warning(count: TokenCount, messages: list[Message]) -> str:
     """What sending now would cost, in words; "" when everything fits with room for the answer."""
     if count.too_long:
         return "Too long to send: " + count.too_long.splitlines()[0] + " Shorten it or remove an attachment."
-    if not count.n_dropped:
+    left_out = []
+    if count.n_dropped:
+        dropped = messages[: stored_count(messages, count.n_dropped)]
+        first, last = _gist(dropped[0]), _gist(dropped[-1])
+        which = f"“{first}”" if len(dropped) == 1 else f"from “{first}” to “{last}”"
+        n = len(dropped)
+        left_out.append(f"the {'oldest message' if n == 1 else f'{n} oldest messages'} ({which})")
+    if count.n_results_cut:
+        n = count.n_results_cut
+        left_out.append(f"the middle of {'a tool result' if n == 1 else f'{n} tool results'}")
+    if not left_out:
         return ""
-    dropped = messages[: stored_count(messages, count.n_dropped)]
-    first, last = _gist(dropped[0]), _gist(dropped[-1])
-    which = f"“{first}”" if len(dropped) == 1 else f"from “{first}” to “{last}”"
-    n = len(dropped)
     return (
-        f"Over the context: sending this leaves the {'oldest message' if n == 1 else f'{n} oldest messages'} "
-        f"({which}) out of what the model reads. They stay in the chat."
+        f"Over the context: sending this leaves {' and '.join(left_out)} out of what the model reads. "
+        "They stay in the chat."
     )
 
 

@@ -130,6 +130,7 @@ class TokenCount:
     error: str = ""
     n_documents: int = 0  # of n_tokens, the passages of the user's documents sending would put before the message
     n_tools: int = 0  # of n_tokens, the descriptions of the tools the chat offers
+    n_results_cut: int = 0  # tool results whose middle sending would leave out (engine.decoding.fitting)
 
 
 class EngineWorker(QObject):
@@ -363,12 +364,11 @@ class EngineWorker(QObject):
             without_tools = len(engine.prompt_tokens(messages))
             n_tokens = len(engine.prompt_tokens(messages, tools)) if tools else without_tools
             n_ctx, room = engine.target.n_ctx, engine.answer_room(request.max_tokens)
-            dropped, too_long = 0, ""
+            dropped, cut, too_long = 0, 0, ""
             if n_tokens + room > n_ctx:
                 try:
-                    dropped = engine.fit_conversation(
-                        messages, request.max_tokens, tools, cut_tool_results=True
-                    ).dropped
+                    fitted = engine.fit_conversation(messages, request.max_tokens, tools, cut_tool_results=True)
+                    dropped, cut = fitted.dropped, fitted.results_cut
                 except ContextFullError as e:
                     too_long = user_message(e)
         except Exception as e:  # noqa: BLE001 - a failed count must not end the thread
@@ -385,6 +385,7 @@ class EngineWorker(QObject):
                 too_long,
                 n_documents=n_documents,
                 n_tools=n_tokens - without_tools,
+                n_results_cut=cut,
             )
         )
 

@@ -47,29 +47,36 @@ def fit(
     cut_tool_results: bool = False,
 ) -> Fitted:
     """The conversation's prompt in n_ctx tokens with room left for the answer (ContextFullError if even
-    the last message leaves none). prompt_tokens renders messages; count_tokens counts a text's tokens."""
+    the last message leaves none). prompt_tokens renders messages; count_tokens counts a text's tokens.
+
+    Without cut_tool_results the oldest turns go until it fits or one message is left. With it, first the
+    results of tools in older turns lose their middle (down to the note alone: what was asked and answered
+    stays readable), then older turns go, then the results of the turn being answered lose their middle.
+    """
     system = [m for m in messages[:1] if m.role == "system"]
     rest = list(messages[len(system) :])
+    kept: list[int | None] = [None] * len(rest)  # per message of rest: the characters of a cut result kept
     dropped = 0
-    kept: dict[int, int] = {}  # the tool results being cut: their index in rest, and how many characters stay
     while True:
-        shown = [replace(m, content=cut_middle(m.content, kept[i])) if i in kept else m for i, m in enumerate(rest)]
+        shown = [
+            m if k is None else replace(m, content=cut_middle(m.content, k)) for m, k in zip(rest, kept, strict=True)
+        ]
         tokens = prompt_tokens(system + shown)
         over = len(tokens) + room - n_ctx
         if over <= 0:
             break
         answered = max((i for i, m in enumerate(rest) if m.role == "user"), default=0)  # the turn's question
-        if cut_tool_results and answered == 0:  # only the turn being answered is left: its results give way
-            if not _cut_further(rest, kept, over, count_tokens):
-                break
-            continue
-        if len(rest) <= 1:
+        if cut_tool_results and _cut_further(rest, kept, answered, over, count_tokens):
+            continue  # an older turn's result
+        if len(rest) <= 1 or (cut_tool_results and answered == 0):
+            if cut_tool_results and _cut_further(rest, kept, len(rest), over, count_tokens):
+                continue  # a result of the turn being answered
             break
         # Drop the oldest exchange; keep the conversation starting with a user message.
-        rest.pop(0)
+        del rest[0], kept[0]
         dropped += 1
         while len(rest) > 1 and rest[0].role != "user":
-            rest.pop(0)
+            del rest[0], kept[0]
             dropped += 1
     if len(tokens) >= n_ctx:
         with_system = " with the system prompt" if system else ""
@@ -77,21 +84,22 @@ def fit(
             f"The message is {len(tokens):,} tokens long{with_system}, "
             f"but the context holds {n_ctx:,}: no room is left for an answer."
         )
-    return Fitted(tokens, dropped, len(kept))
+    return Fitted(tokens, dropped, sum(k is not None for k in kept))
 
 
-def _cut_further(rest: list[ChatMessage], kept: dict[int, int], over: int, count_tokens) -> bool:
-    """Keep about `over` tokens fewer of the longest tool result still shown (False: there is none)."""
+def _cut_further(rest: list[ChatMessage], kept: list[int | None], before: int, over: int, count_tokens) -> bool:
+    """Keep about `over` tokens fewer of the longest tool result among rest[:before] that still shows some of
+    itself (False: there is none)."""
 
     def shown(i: int) -> int:
-        return kept.get(i, len(rest[i].content))
+        return len(rest[i].content) if kept[i] is None else kept[i]
 
-    results = [i for i, m in enumerate(rest) if m.role == "tool" and shown(i) > 0]
+    results = [i for i in range(before) if rest[i].role == "tool" and shown(i) > 0]
     if not results:
         return False
     i = max(results, key=shown)
     text = rest[i].content
     chars_per_token = len(text) / max(count_tokens(text), 1)
-    tokens_to_go = over + (0 if i in kept else NOTE_TOKENS)
+    tokens_to_go = over + (NOTE_TOKENS if kept[i] is None else 0)
     kept[i] = max(0, shown(i) - math.ceil(tokens_to_go * chars_per_token))
     return True

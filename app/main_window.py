@@ -57,7 +57,7 @@ from app.dialogs.settings_dialog import SettingsDialog
 from app.dialogs.tool_approval_dialog import ToolApprovals
 from app.dialogs.welcome import WelcomePanel
 from app.session.chat_session import ChatSession
-from app.ui import theme
+from app.ui import file_dialogs, theme
 from app.ui.about import about_html
 from app.ui.appearance import Appearance, stepped
 from app.ui.menus import build_menus
@@ -334,7 +334,7 @@ class MainWindow(QMainWindow):
         return True
 
     def add_model_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Add a GGUF model", "", "GGUF models (*.gguf);;All files (*)")
+        path = file_dialogs.open_file(self, "Add a GGUF model", "GGUF models (*.gguf);;All files (*)")
         if path:
             self.add_model_file(path)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtWidgets import (
-    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -25,7 +24,7 @@ from app.chat.documents_button import DocumentsButton
 from app.chat.tools_button import ToolsButton
 from app.core import attachments as files
 from app.core.attachments import Attachment, AttachmentError
-from app.ui import theme
+from app.ui import file_dialogs, theme
 
 MAX_LINES = 8
 
@@ -183,10 +182,9 @@ class Composer(QFrame):
     # -- attachments ----------------------------------------------------------------------------
 
     def choose_files(self) -> None:
-        paths, _ = QFileDialog.getOpenFileNames(
+        paths = file_dialogs.open_files(
             self,
             "Attach files",
-            "",
             "Text, code and document files (*);;PDF files (*.pdf);;Word, OpenDocument and e-book files (*.docx *.odt *.epub)"
             ";;PowerPoint and Excel files (*.pptx *.xlsx);;Jupyter notebooks (*.ipynb)",
         )

@@ -16,7 +16,6 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
-    QFileDialog,
     QHBoxLayout,
     QInputDialog,
     QLabel,
@@ -31,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.bridge.documents_service import CollectionSummary, DocumentsService
-from app.ui import theme
+from app.ui import file_dialogs, theme
 from engine.documents import indexer
 
 
@@ -214,12 +213,12 @@ class DocumentsDialog(QDialog):
         self.no_reranker_button.setEnabled(bool(path))
 
     def choose_reranking_model(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Reranking model", "", "GGUF models (*.gguf)")
+        path = file_dialogs.open_file(self, "Reranking model", "GGUF models (*.gguf)")
         if path:
             self.service.set_reranking_model(path)
 
     def choose_embedding_model(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Embedding model", "", "GGUF models (*.gguf)")
+        path = file_dialogs.open_file(self, "Embedding model", "GGUF models (*.gguf)")
         if path:
             self.service.set_embedding_model(path)
 
@@ -291,12 +290,12 @@ class DocumentsDialog(QDialog):
             self.service.remove_collection(name)
 
     def add_folder(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Add a folder to the collection")
+        folder = file_dialogs.existing_folder(self, "Add a folder to the collection")
         if folder:
             self.add_paths([folder])
 
     def add_files(self) -> None:
-        files, _ = QFileDialog.getOpenFileNames(self, "Add files to the collection")
+        files = file_dialogs.open_files(self, "Add files to the collection")
         if files:
             self.add_paths(files)
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
-    QFileDialog,
     QHBoxLayout,
     QInputDialog,
     QLabel,
@@ -22,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from app.bridge.hub_tasks import BackgroundTasks
 from app.dialogs.downloader import DownloaderDialog
+from app.ui import file_dialogs
 from app.ui.tables import add_row, human_size, make_table, selected_row
 from engine.errors import EngineError, user_message
 from engine.models.library import ModelEntry, ModelLibrary
@@ -92,7 +92,7 @@ class LibraryView(QWidget):
         self.tasks.start(lambda _: self.library.scan(), self._show, self._failed)
 
     def add(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Add a GGUF model", str(Path.home()), "GGUF models (*.gguf)")
+        path = file_dialogs.open_file(self, "Add a GGUF model", "GGUF models (*.gguf)")
         if path:
             self.add_path(path)
 

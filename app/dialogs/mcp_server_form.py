@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.rich_text import TextPane
-from app.ui import theme
+from app.ui import file_dialogs, theme
 from app.ui.key_value_rows import KeyValueRows
 from engine.mcp.config import NETWORK_KEY
 
@@ -207,7 +207,9 @@ class ServerForm(QWidget):
             self.form.setRowVisible(widget, shown)
 
     def _choose_folder(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "The folder the server runs in", self.cwd_edit.text())
+        folder = QFileDialog.getExistingDirectory(
+            self, "The folder the server runs in", self.cwd_edit.text() or file_dialogs.start_folder()
+        )
         if folder:
             self.cwd_edit.setText(folder)
             self._changed()

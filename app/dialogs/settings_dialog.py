@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
-    QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -44,7 +43,7 @@ from app.core.settings import RANGES, ModelSettings, Settings
 from app.dialogs.chat_format_settings import ChatFormatControls
 from app.dialogs.downloads import download_button
 from app.dialogs.remote_engines_dialog import RemoteEnginesDialog
-from app.ui import theme
+from app.ui import file_dialogs, theme
 from engine.config import GPU_LAYERS_ALL, GPU_LAYERS_AUTO, DrafterMode
 from engine.errors import EngineError, user_message
 from engine.llama import backends, cpu_weights
@@ -682,7 +681,7 @@ class SettingsDialog(QDialog):
         self.refresh_models(self.target_combo.currentData() or "", self.draft_combo.currentData() or "")
 
     def _add_target_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Add a GGUF model", "", "GGUF models (*.gguf);;All files (*)")
+        path = file_dialogs.open_file(self, "Add a GGUF model", "GGUF models (*.gguf);;All files (*)")
         if path:
             self.add_target(path)
 
@@ -695,7 +694,7 @@ class SettingsDialog(QDialog):
         self.refresh_models(str(Path(path).expanduser().absolute()), "", announce=True)
 
     def _choose_draft_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a draft model", "", "GGUF models (*.gguf);;All files (*)")
+        path = file_dialogs.open_file(self, "Choose a draft model", "GGUF models (*.gguf);;All files (*)")
         if path:
             self.use_draft_file(path)
 

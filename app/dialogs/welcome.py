@@ -6,7 +6,6 @@ import sys
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
-    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -17,7 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.dialogs.downloads import download_button
-from app.ui import theme
+from app.ui import file_dialogs, theme
 
 STARTER_BLURB = (
     "Qwen2.5-Coder 1.5B answers and Qwen2.5-Coder 0.5B drafts for it: 1.6 GB, assembled from the "
@@ -132,7 +131,7 @@ class WelcomePanel(QWidget):
         self.set_note(message, error=True)
 
     def _add_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Add a GGUF model", "", "GGUF models (*.gguf);;All files (*)")
+        path = file_dialogs.open_file(self, "Add a GGUF model", "GGUF models (*.gguf);;All files (*)")
         if path:
             self.add_file_requested.emit(path)
 

@@ -164,6 +164,12 @@ def test_the_overflow_warning_counts_an_answer_that_called_tools_as_one_message(
     assert "to “read_file call”" in warning
     warning = overflow_warning(TokenCount(1, 5000, 4096, 1024, n_results_cut=2), stored)
     assert warning.startswith("Over the context: sending this leaves the middle of 2 tool results out of")
+    # The line under an answer counts them the same way.
+    from app.bridge.answer_controller import in_stored_messages
+    from engine import AnswerStats, DoneEvent, FinishReason
+
+    done = DoneEvent(FinishReason.STOP, AnswerStats(n_history_dropped=6), "Version 3.")
+    assert in_stored_messages(done, stored).stats.n_history_dropped == 2
 
 
 def test_attached_files_reach_the_engine_show_as_chips_and_come_back_after_a_restart(

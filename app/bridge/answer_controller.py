@@ -113,6 +113,7 @@ class AnswerController(QObject):
         self.job: Job | None = None
         self.mcp = mcp
         self.turn: ToolTurn | None = None  # the active answer's tool loop, when its chat offers tools
+        self.sent: list[Message] = []  # the stored messages the active local answer was asked with
         self.remote_start: RemoteStart | None = None  # the active answer, while its passages are searched
         self.tool_timeout_s = TOOL_TIMEOUT_S
         self.shown_conversation: int | None = None  # the conversation on screen (set by the window)
@@ -193,7 +194,8 @@ class AnswerController(QObject):
         s = settings
         seed = s.seed if s.seed >= 0 else random.randrange(1, 2**31 - 1)
         sampling, spec = s.sampling(seed), s.spec()
-        chat = chat_messages(history(messages), s.system_prompt)
+        sent = history(messages)
+        chat = chat_messages(sent, s.system_prompt)
         if (ref := parse_remote_ref(s.target.path or "")) is not None:
             if tool_servers:
                 self.status_message.emit("Tools are offered to this computer's models only: asked without them.")
@@ -210,6 +212,7 @@ class AnswerController(QObject):
             return None
         # The user's own answers feed the history index (Settings → Speculation), a comparison never.
         remember = conversation_id if s.history_drafting else None
+        self.sent = sent
         if tool_servers and self.mcp is not None:
             turn = ToolTurn(conversation_id, tuple(tool_servers), set(allowed_tools), chat, sampling, spec, remember,
                             tuple(collections))  # fmt: skip
@@ -448,9 +451,9 @@ class AnswerController(QObject):
     def _on_done(self, request_id: int, done: DoneEvent) -> None:
         match self._job(request_id):
             case AnswerRecorder() as rec if self.turn is not None:
-                self._pass_done(rec, self.turn, done)
+                self._pass_done(rec, self.turn, in_stored_messages(done, self.sent))
             case AnswerRecorder() as rec:
-                self._answer_ended(rec.finish(done))
+                self._answer_ended(rec.finish(in_stored_messages(done, self.sent)))
             case CompareJob() as job:
                 self._compare_ended(job, done)
 
@@ -624,6 +627,25 @@ def chat_messages(messages: list[Message], system_prompt: str) -> list[ChatMessa
         else:
             chat.append(ChatMessage(m.role, prompt_text(m.content, m.attachments), m.reasoning))
     return chat
+
+
+def stored_count(messages: list[Message], n_sent: int) -> int:
+    """How many of the stored messages the n_sent oldest messages as the model is sent them cover, wholly or
+    in part: an answer that called tools is sent as several (each call, each result, the text after)."""
+    covered = 0
+    for message in messages:
+        if n_sent <= 0:
+            break
+        n_sent -= len(chat_messages([message], ""))
+        covered += 1
+    return covered
+
+
+def in_stored_messages(done: DoneEvent, sent: list[Message]) -> DoneEvent:
+    """done with the messages it left out counted as the chat shows them (the engine counts them as sent)."""
+    if not done.stats.n_history_dropped:
+        return done
+    return replace(done, stats=replace(done.stats, n_history_dropped=stored_count(sent, done.stats.n_history_dropped)))
 
 
 def build_comparison(answer: Message, plain: DoneEvent) -> dict:

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from app.bridge.answer_controller import chat_messages
+from app.bridge.answer_controller import chat_messages, stored_count
 from app.bridge.host import EngineHostApi
 from app.bridge.worker import TokenCount
 from app.core.store import Message, Role, history
@@ -139,18 +139,6 @@ def overflow_warning(count: TokenCount, messages: list[Message]) -> str:
         f"Over the context: sending this leaves {' and '.join(left_out)} out of what the model reads. "
         "They stay in the chat."
     )
-
-
-def stored_count(messages: list[Message], n_sent: int) -> int:
-    """How many of the stored messages the n_sent oldest messages as the model is sent them cover, wholly or
-    in part: an answer that called tools is sent as several (each call, each result, the text after)."""
-    covered = 0
-    for message in messages:
-        if n_sent <= 0:
-            break
-        n_sent -= len(chat_messages([message], ""))
-        covered += 1
-    return covered
 
 
 def _gist(message: Message, limit: int = 32) -> str:

@@ -280,3 +280,16 @@ def test_files_dropped_or_pasted_on_the_composer_are_attached_not_typed(qtbot, s
     with qtbot.waitSignal(composer.send_requested) as sent:  # files alone can be sent
         qtbot.keyClick(composer.input, Qt.Key.Key_Return)
     assert sent.args == [""]
+
+
+def test_a_long_count_gives_up_width_rather_than_widen_the_window(qtbot):
+    from app.bridge.worker import TokenCount
+    from app.chat.context_meter import ContextMeter
+
+    meter = ContextMeter()
+    qtbot.addWidget(meter)
+    meter.show_count(TokenCount(1, 31_760, 131_072, 8_192, n_documents=21_149, n_tools=3_573), "")
+    full = meter.label.fontMetrics().horizontalAdvance(meter.label.text())
+    assert "(21,149 from your documents)" in meter.label.text()
+    assert meter.minimumSizeHint().width() < full  # elided when the window is narrow
+    assert "21,149 of them are passages" in meter.toolTip() and "3,573 describe the tools" in meter.toolTip()

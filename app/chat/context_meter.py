@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
 
 from app.bridge.worker import TokenCount
 from app.ui import theme
+from app.ui.elided_label import ElidedLabel
 
 # From this share of the context the meter turns amber.
 NEARLY_FULL = 0.85
@@ -28,7 +29,7 @@ class ContextMeter(QWidget):
         self.bar.setRange(0, 1000)
         self.bar.setAccessibleName("Context used")
         layout.addWidget(self.bar)
-        self.label = QLabel()
+        self.label = ElidedLabel()  # gives up width rather than widen the window (the whole count is in the tooltip)
         theme.tint(self.label)
         layout.addWidget(self.label)
         self.warning = QLabel()

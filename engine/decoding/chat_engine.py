@@ -296,9 +296,9 @@ class Engine:
         DoneEvent.stats.grammar_s. With tool_choice required or a named function the grammar holds
         from the first token: the answer is calls and nothing else. parallel_tool_calls False: the
         grammar ends the answer after one call (a small model forced to call tends to repeat it).
-        cut_tool_results: where the conversation does not fit, the middle of the answered turn's tool
-        results is left out (with a note) once the older turns are gone, instead of ending with
-        FinishReason.CONTEXT; DoneEvent.stats.n_results_cut counts them.
+        cut_tool_results: where the conversation does not fit, tool results lose their middle (with a
+        note): older turns' before any turn is dropped, the answered turn's rather than ending with
+        FinishReason.CONTEXT (engine.decoding.fitting); DoneEvent.stats.n_results_cut counts them.
         """
         t_request = time.perf_counter()
         sampling = sampling or SamplingParams()
@@ -424,8 +424,8 @@ class Engine:
         tool_choice: ToolChoice | None = None,
         cut_tool_results: bool = False,
     ) -> Fitted:
-        """Tokenize the conversation, dropping the oldest turns (never the system prompt) to fit, and, with
-        cut_tool_results, cutting the middle of the answered turn's tool results (engine.decoding.fitting)."""
+        """Tokenize the conversation, dropping the oldest turns (never the system prompt) to fit; with
+        cut_tool_results, tool results lose their middle first (engine.decoding.fitting)."""
         return fitting.fit(
             messages,
             self.target.n_ctx,

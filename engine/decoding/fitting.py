@@ -1,10 +1,11 @@
 """Fitting a conversation into the model's context with room left for the answer.
 
-The oldest turns go first (never the system prompt). Where the caller asks (the app's tool loop), the
-turn being answered is kept whole but for its tool results: a result too long to fit (a large file
-read back, a long listing) is cut in the middle, with a note saying so, rather than ending the answer
-with "context full"; its beginning and end stay, which is where a file's header and a command's errors
-are, and the model can ask for a narrower part.
+The oldest turns go first (never the system prompt). Where the caller asks (the app's tool loop), tool
+results give way before anything else: those of older turns first (as agent hosts clear old tool results
+before they drop turns), then the older turns themselves, and last the results of the turn being
+answered, which is otherwise kept whole. A result is cut in the middle, with a note saying so, rather
+than the answer ending with "context full": its beginning and end stay, which is where a file's header
+and a command's errors are, and the model can ask for a narrower part.
 """
 
 from __future__ import annotations

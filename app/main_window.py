@@ -529,6 +529,9 @@ class MainWindow(QMainWindow):
         if conversation is None:
             self.sidebar.list.setCurrentRow(-1)
         self._update_picker()
+        # A chat's tool servers start as it opens, as when they are ticked: a failure shows on the Tools
+        # button before the user asks, and the context meter counts their tools.
+        self.mcp.ensure(self.session.chat_settings.mcp_servers)
         self.show_chat_if_ready()
         self.composer.input.setFocus()
 

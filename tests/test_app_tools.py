@@ -236,6 +236,20 @@ def test_the_tools_button_lists_the_servers_and_follows_the_editor(qtbot, make_w
     assert not window.mcp.started  # listing servers starts none
 
 
+def test_opening_a_chat_starts_its_servers(qtbot, make_window, servers):
+    """A stored chat's servers start as it is opened, as they do when ticked; another chat's do not."""
+    window = make_window(Settings(), wait=False)
+    with_tools = window.store.create_conversation("Files", {"mcp_servers": ["files"]})
+    without = window.store.create_conversation("Plain")
+    window.refresh_sidebar()
+    window.session.open_conversation(without.id)
+    assert not window.mcp.started
+    with qtbot.waitSignal(window.mcp.server_started, timeout=WAIT_MS) as started:
+        window.session.open_conversation(with_tools.id)
+    assert started.args[0] == "files"
+    assert "read_file" in [tool.spec.name for tool in window.mcp.tools(["files"])]  # its tools are known
+
+
 def test_a_result_too_long_for_the_context_loses_its_middle_not_the_answer(qtbot, make_window, servers, qwen_paths):
     from PySide6.QtCore import Qt
 

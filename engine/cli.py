@@ -9,6 +9,8 @@ import os
 import sys
 import threading
 
+from engine.cli_tools import MAX_STEPS as MAX_TOOL_STEPS
+from engine.cli_tools import TerminalTools, call_line, result_lines
 from engine.config import (
     GPU_LAYERS_ALL,
     GPU_LAYERS_AUTO,
@@ -19,7 +21,14 @@ from engine.config import (
     SpecParams,
     TokenSource,
 )
-from engine.decoding.events import DoneEvent, FinishReason, RoundEvent, TokenEvent
+from engine.decoding.events import (
+    DoneEvent,
+    FinishReason,
+    MalformedToolCallEvent,
+    RoundEvent,
+    TokenEvent,
+    ToolCallEvent,
+)
 from engine.documents import cli as documents_cli
 from engine.errors import EngineError, user_message
 
@@ -78,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--color",
         action="store_true",
         help="colour tokens by source (green: draft model, yellow: MTP head, cyan: lookup, magenta: history, blue: your documents)",
+    )
+    chat.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help="offer the tools of this MCP server (a name in mcp.json, as the app lists them under Tools); every "
+        "call is asked first; repeatable",
     )
     gen = sub.add_parser("generate", help="answer one message and exit")
     model_args(gen)
@@ -213,13 +230,23 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             check_exposure(server_config(args))  # before the model loads: a refusal comes at once
         library = documents_cli.open_collections(args.collection) if getattr(args, "collection", None) else None
-        engine = load_engine(args)
+        tools = start_tools(getattr(args, "tools", []))  # before the model loads: a failure comes at once
+        try:
+            engine = load_engine(args)
+        except BaseException:
+            if tools is not None:
+                tools.close()
+            raise
         try:
             if args.command == "serve":
                 return cmd_serve(engine, args)
-            return {"chat": cmd_chat, "generate": cmd_generate}[args.command](engine, args, library)
+            if args.command == "chat":
+                return cmd_chat(engine, args, library, tools)
+            return cmd_generate(engine, args, library)
         finally:
             engine.close()
+            if tools is not None:
+                tools.close()
             if library is not None:
                 library.close()
             for model in (getattr(args, "embedder", None), getattr(args, "reranker", None)):
@@ -408,7 +435,7 @@ def ground(engine, library, args, messages: list[ChatMessage], question: str):
     return documents_cli.ask(library, args.collection, question, fits, args.embedder, args.reranker)
 
 
-def cmd_chat(engine, args, library=None) -> int:
+def cmd_chat(engine, args, library=None, tools: TerminalTools | None = None) -> int:
     messages: list[ChatMessage] = [ChatMessage("system", args.system)] if args.system else []
     print("Type a message. /new starts over, /quit leaves, Ctrl+C stops an answer.", file=sys.stderr)
     while True:
@@ -421,47 +448,105 @@ def cmd_chat(engine, args, library=None) -> int:
         if line.strip() == "/new":
             messages = messages[:1] if messages and messages[0].role == "system" else []
             continue
-        if not line.strip():
-            continue
-        grounded = ground(engine, library, args, messages, line)
-        messages.append(ChatMessage("user", grounded.message if grounded else line))
-        cancel = threading.Event()
-        done = None
-        thought = False  # thinking was shown: a blank line before the answer
-        try:
-            documents, whole = (grounded.draft_texts, grounded.whole) if grounded else ([], None)
-            answer = engine.chat(
-                messages, sampling_from(args), spec_from(args), cancel, documents=documents, collections=whole
-            )
-            for event in answer:
-                if isinstance(event, TokenEvent) and event.reasoning:
-                    thought = True
-                    sys.stdout.write(f"{DIM}{event.text}{RESET}" if sys.stdout.isatty() else event.text)
-                    sys.stdout.flush()
-                elif isinstance(event, TokenEvent):
-                    if thought and event.text:
-                        sys.stdout.write("\n\n")
-                        thought = False
-                    code = COLOURS.get(event.source) if args.color else None
-                    sys.stdout.write(f"{code}{event.text}{RESET}" if code else event.text)
-                    sys.stdout.flush()
-                elif isinstance(event, DoneEvent):
-                    done = event
-        except KeyboardInterrupt:
-            cancel.set()  # the generator is abandoned; the runners keep a consistent cache
+        if line.strip():
+            chat_turn(engine, args, library, tools, messages, line)
+
+
+def start_tools(names: list[str]) -> TerminalTools | None:
+    """The MCP servers of chat --tools, started, their tools listed (None: no --tools)."""
+    if not names:
+        return None
+    tools = TerminalTools(names)
+    tools.start(lambda line: print(f"tools from {line}", file=sys.stderr))
+    return tools
+
+
+def chat_turn(engine, args, library, tools: TerminalTools | None, messages: list[ChatMessage], line: str) -> None:
+    """One question and its answer, which may call tools: added to messages once answered."""
+    grounded = ground(engine, library, args, messages, line)
+    asked = [*messages, ChatMessage("user", grounded.message if grounded else line)]
+    documents, whole = (grounded.draft_texts, grounded.whole) if grounded else ([], None)
+    texts = []  # what each pass said
+    for step in range(MAX_TOOL_STEPS + 1):
+        offered = tools.specs if tools is not None and step < MAX_TOOL_STEPS else ()
+        done = stream_pass(engine, args, asked, documents, whole, offered)
         if done is None:
             print("\n[stopped]")
-            messages.pop()
-            continue
+            return
         for line in outcome_lines(done, engine.info.n_ctx, chat=True):
             print(f"\n{line}")
         if done.finish_reason == FinishReason.CONTEXT and not done.text:
-            messages.pop()  # not answered: it does not stay in the conversation to overflow the next turn
-            continue
-        messages.append(ChatMessage("assistant", done.text, done.reasoning))
-        if sources := documents_cli.source_lines(grounded, done.text) if grounded else []:
-            print("\n\n" + "\n".join(sources))  # after the answer's last line, which has no newline
+            return  # not answered: it does not stay in the conversation to overflow the next turn
+        texts.append(done.text)
+        asked.append(ChatMessage("assistant", done.text, done.reasoning, tool_calls=done.tool_calls))
         print(f"\n[{done.finish_reason.value}] {done.stats.summary()}", file=sys.stderr)
+        if not done.tool_calls or not run_calls(tools, done.tool_calls, asked):
+            break
+    messages[:] = asked
+    if sources := documents_cli.source_lines(grounded, "\n".join(texts)) if grounded else []:
+        print("\n\n" + "\n".join(sources))  # after the answer's last line, which has no newline
+
+
+def stream_pass(engine, args, messages, documents, whole, tools) -> DoneEvent | None:
+    """One pass of the model, printed as it streams; None when Ctrl+C stopped it."""
+    cancel = threading.Event()
+    done = None
+    thought = False  # thinking was shown: a blank line before the answer
+    try:
+        answer = engine.chat(
+            messages,
+            sampling_from(args),
+            spec_from(args),
+            cancel,
+            documents=documents,
+            collections=whole,
+            tools=tools,
+            tool_grammar=bool(tools),
+            cut_tool_results=True,
+        )
+        for event in answer:
+            if isinstance(event, TokenEvent) and event.tool_call:
+                continue  # the call's markup: shown as a call once complete
+            if isinstance(event, TokenEvent) and event.reasoning:
+                thought = True
+                sys.stdout.write(f"{DIM}{event.text}{RESET}" if sys.stdout.isatty() else event.text)
+            elif isinstance(event, TokenEvent):
+                if thought and event.text:
+                    sys.stdout.write("\n\n")
+                    thought = False
+                code = COLOURS.get(event.source) if args.color else None
+                sys.stdout.write(f"{code}{event.text}{RESET}" if code else event.text)
+            elif isinstance(event, ToolCallEvent):
+                sys.stdout.write(f"\n{call_line(event.call)}")
+            elif isinstance(event, MalformedToolCallEvent):
+                sys.stdout.write(f"\n[a tool call that is not valid: {event.malformed.reason}]")
+            elif isinstance(event, DoneEvent):
+                done = event
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        cancel.set()  # the generator is abandoned; the runners keep a consistent cache
+        return None
+    return done
+
+
+def run_calls(tools: TerminalTools, calls, asked: list[ChatMessage]) -> bool:
+    """Run a pass's calls, each asked first, their results added to asked; False when the answer stops here.
+    A call that did not run gets a result saying why, as in the app, so the conversation goes on well formed."""
+    stop = ""
+    for call in calls:
+        if stop:
+            result = f"(not run: {stop})"
+        else:
+            print()  # the call line, still open, ends: the question (or the result) has a line of its own
+            outcome = tools.run(call)
+            if outcome.stop:
+                stop = outcome.stop
+                print(f"[tool] {stop}")
+            else:
+                print(result_lines(outcome.text))
+            result = f"(not run: {stop})" if stop else outcome.text
+        asked.append(ChatMessage("tool", result, tool_call_id=call.id, name=call.name))
+    return not stop
 
 
 def cmd_generate(engine, args, library=None) -> int:

@@ -1,0 +1,94 @@
+"""Tools in the terminal chat (`python -m engine chat --tools SERVER`): the user's MCP servers from mcp.json,
+each call asked at the prompt, the answer going on from the result. Real subprocesses of the terminal chat,
+the starter pair (Qwen2.5-Coder 1.5B drafted by 0.5B, greedy, under the tool grammar), and the workspace
+MCP server over stdio on a temporary folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SYSTEM = (
+    "You are a helpful assistant with tools for the user's files. When a question is about a file, "
+    "call a tool first, then answer the user in plain words from the tool's result."
+)
+QUESTION = "When is the meeting? It is written in notes.txt."
+
+
+@pytest.fixture
+def workspace(isolated_home, tmp_path):
+    """mcp.json with the workspace server ("files") on a folder holding notes.txt."""
+    from engine.mcp import McpConfig, ServerConfig, save_config
+
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("The meeting moved to Thursday at 3 pm in room Orchid.\n")
+    files = ServerConfig(
+        "files", command=sys.executable, args=("-m", "engine.mcp.workspace_server", str(folder)), cwd=str(REPO)
+    )
+    save_config(McpConfig(servers={"files": files}))
+    return folder
+
+
+def chat(qwen_paths, *args: str, stdin: str) -> subprocess.CompletedProcess:
+    target, draft = qwen_paths
+    command = [sys.executable, "-m", "engine", "chat", "--model", target, "--draft", draft, "--temperature", "0"]
+    command += ["--max-tokens", "160", "--system", SYSTEM, *args]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, env=env, timeout=900)
+
+
+def chat_without_model(server: str) -> subprocess.CompletedProcess:
+    """The terminal chat on a model that does not exist: what --tools says must come before it is missed."""
+    command = [sys.executable, "-m", "engine", "chat", "--model", "/nonexistent.gguf", "--tools", server]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(command, input="/quit\n", capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_a_call_is_asked_run_and_answered_from(workspace, qwen_paths):
+    # "a": always allow the tool for this session, so further calls the model makes are not asked again.
+    done = chat(qwen_paths, "--tools", "files", stdin=f"{QUESTION}\na\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "tools from files: read_file" in done.stderr
+    out = done.stdout
+    asked = '→ read_file({"path": "notes.txt"})\nRun it on files? [y]es, [a]lways for read_file, [n]o: '
+    assert asked in out  # the call, shown as a call, then the question
+    assert "<tool_call>" not in out  # the call's markup is not printed as text
+    assert "  The meeting moved to Thursday at 3 pm in room Orchid.\n" in out  # the result, shown indented
+    assert out.count("Run it on files?") == 1  # "always": later calls of read_file are not asked again
+    # Every pass but the last called tools; the last one answered. (What the 1.5B model says from the result
+    # is not asserted: it is the tool round trip that is under test.)
+    passes = [line for line in done.stderr.splitlines() if line.startswith("[")]
+    assert passes[0].startswith("[tool_calls]") and passes[-1].startswith(("[stop]", "[length]"))
+    assert all(p.startswith("[tool_calls]") for p in passes[:-1]) and len(passes) <= 9
+
+
+def test_no_ends_the_answer_and_the_chat_goes_on(workspace, qwen_paths):
+    done = chat(qwen_paths, "--tools", "files", stdin=f"{QUESTION}\nn\nThank you. Say OK.\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "[tool] You denied read_file on files: the answer stops here." in done.stdout
+    assert "room Orchid" not in done.stdout  # the file was not read
+    # The next message is answered: the denied call stayed in the conversation with a result saying so.
+    assert done.stderr.count("[stop]") == 1 and done.stderr.count("[tool_calls]") == 1
+
+
+def test_an_unknown_server_is_named_before_any_model_loads(workspace):
+    done = chat_without_model("web")
+    assert done.returncode == 2
+    assert "No usable MCP server named web" in done.stderr and "Your servers: files." in done.stderr
+    assert "loading" not in done.stderr
+
+
+def test_a_server_that_will_not_start_says_why(isolated_home, tmp_path):
+    from engine.mcp import McpConfig, ServerConfig, save_config
+
+    broken = ServerConfig("broken", command=sys.executable, args=("-c", "import sys; sys.exit('no such root')"))
+    save_config(McpConfig(servers={"broken": broken}))
+    done = chat_without_model("broken")
+    assert done.returncode == 2
+    assert "The MCP server broken did not start." in done.stderr and "no such root" in done.stderr

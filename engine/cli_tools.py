@@ -2,8 +2,8 @@
 (mcp.json, the servers the app lists under Tools), and asks at the prompt before every call.
 
 The terminal keeps the app's rules: a call runs only once the user says yes (or "always" for that tool in this
-session); a "no" ends the answer there; a call that takes longer than TOOL_TIMEOUT_S, or that Ctrl+C stops,
-ends it too; what a server says when it fails is shown as it said it. Secrets the app moved to the keyring
+session); a "no" ends the answer there, as does Ctrl+C at the question or during the call, or a call that takes
+longer than TOOL_TIMEOUT_S; what a server says when it fails is shown as it said it. Secrets the app moved to the keyring
 ("${keyring:ID}" in mcp.json) are read from the same keyring.
 """
 
@@ -85,6 +85,8 @@ class TerminalTools:
             answer = self._question(f"Run it on {server}? [y]es, [a]lways for {call.name}, [n]o: ")
             if answer == "a":
                 self.always.add(call.name)
+            elif answer == "":
+                return CallOutcome("", stop=f"Stopped before {call.name} ran: the answer stops here.")
             elif answer != "y":
                 return CallOutcome("", stop=f"You denied {call.name} on {server}: the answer stops here.")
         running = self._host.call_async(server, call.name, call.arguments, timeout=TOOL_TIMEOUT_S)
@@ -99,11 +101,15 @@ class TerminalTools:
             return CallOutcome("", stop=f"{call.name} on {server} failed: {user_message(e)}")
 
     def _question(self, prompt: str) -> str:
+        """y, a or n; "" when Ctrl+C stops the answer at the question (it stops an answer, not the chat)."""
         while True:
             try:
                 answer = self._ask(prompt).strip().lower()[:1]
             except EOFError:
                 return "n"
+            except KeyboardInterrupt:
+                print()  # the question's line ends
+                return ""
             if answer in ("y", "a", "n"):
                 return answer
 

@@ -92,3 +92,35 @@ def test_a_server_that_will_not_start_says_why(isolated_home, tmp_path):
     done = chat_without_model("broken")
     assert done.returncode == 2
     assert "The MCP server broken did not start." in done.stderr and "no such root" in done.stderr
+
+
+def test_the_question_ctrl_c_stops_the_answer_and_always_is_asked_once(workspace):
+    """TerminalTools on the real workspace server, the user's answers scripted at the ask seam."""
+    from engine.cli_tools import TerminalTools
+    from engine.tools import ToolCall
+
+    replies = iter([KeyboardInterrupt, "maybe", "a"])  # Ctrl+C; a reply that is no answer (asked again); always
+    questions = []
+
+    def ask(question: str) -> str:
+        questions.append(question)
+        reply = next(replies)
+        if reply is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        return reply
+
+    tools = TerminalTools(["files"], ask=ask)
+    tools.start(lambda line: None)
+    try:
+        read = ToolCall("c0", "read_file", {"path": "notes.txt"})
+        stopped = tools.run(read)
+        assert stopped.stop == "Stopped before read_file ran: the answer stops here." and stopped.text == ""
+        allowed = tools.run(read)
+        assert "room Orchid" in allowed.text and not allowed.stop
+        assert len(questions) == 3  # "maybe" was asked again
+        again = tools.run(read)  # "always": not asked
+        assert "room Orchid" in again.text and len(questions) == 3
+        missing = tools.run(ToolCall("c1", "read_file", {"path": "absent.txt"}))
+        assert not missing.stop and "absent.txt" in missing.text  # the tool's own error, for the model to read
+    finally:
+        tools.close()

@@ -420,8 +420,9 @@ def spec_from(args) -> SpecParams:
     return SpecParams(mode=DrafterMode(args.mode), draft_length=args.draft_length)
 
 
-def ground(engine, library, args, messages: list[ChatMessage], question: str):
-    """The question with passages of --collection's documents that fit the context (None: no collection)."""
+def ground(engine, library, args, messages: list[ChatMessage], question: str, tools=()):
+    """The question with passages of --collection's documents that fit the context beside the tools offered
+    (None: no collection)."""
     if library is None:
         return None
     if not hasattr(args, "embedder"):  # loaded once, at the first question (None: keyword search)
@@ -429,8 +430,7 @@ def ground(engine, library, args, messages: list[ChatMessage], question: str):
         args.reranker = documents_cli.search_reranker(library)
 
     def fits(text: str) -> bool:
-        tokens = engine.prompt_tokens([*messages, ChatMessage("user", text)])
-        return len(tokens) + engine.answer_room(args.max_tokens) <= engine.info.n_ctx
+        return engine.fits([*messages, ChatMessage("user", text)], args.max_tokens, tools)
 
     return documents_cli.ask(library, args.collection, question, fits, args.embedder, args.reranker)
 
@@ -463,7 +463,7 @@ def start_tools(names: list[str]) -> TerminalTools | None:
 
 def chat_turn(engine, args, library, tools: TerminalTools | None, messages: list[ChatMessage], line: str) -> None:
     """One question and its answer, which may call tools: added to messages once answered."""
-    grounded = ground(engine, library, args, messages, line)
+    grounded = ground(engine, library, args, messages, line, tools.specs if tools is not None else ())
     asked = [*messages, ChatMessage("user", grounded.message if grounded else line)]
     documents, whole = (grounded.draft_texts, grounded.whole) if grounded else ([], None)
     texts = []  # what each pass said

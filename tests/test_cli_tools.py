@@ -6,6 +6,7 @@ MCP server over stdio on a temporary folder."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+LICENSES = Path("/usr/share/common-licenses")  # Debian's base-files
 SYSTEM = (
     "You are a helpful assistant with tools for the user's files. When a question is about a file, "
     "call a tool first, then answer the user in plain words from the tool's result."
@@ -124,3 +126,24 @@ def test_the_question_ctrl_c_stops_the_answer_and_always_is_asked_once(workspace
         assert not missing.stop and "absent.txt" in missing.text  # the tool's own error, for the model to read
     finally:
         tools.close()
+
+
+def test_passages_of_a_collection_leave_room_for_the_tools(workspace, smollm2_path, tmp_path):
+    """--collection beside --tools: the passages packed into the question fit beside the tools' descriptions,
+    so a first question is answered rather than refused as too long for the context."""
+    from engine import cli
+
+    documents = tmp_path / "licenses"
+    documents.mkdir()
+    shutil.copy(LICENSES / "GPL-3", documents / "GPL-3")  # its six best passages and the tools: more than 1,536
+    assert cli.main(["docs", "add", "licenses", str(documents)]) == 0
+    assert cli.main(["docs", "index", "licenses"]) == 0
+    command = [sys.executable, "-m", "engine", "chat", "--model", smollm2_path, "--draft", "none", "--ctx", "1536"]
+    command += ["--temperature", "0", "--max-tokens", "16", "--collection", "licenses", "--tools", "files"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    stdin = "What does the licence say about conveying verbatim copies?\nn\n/quit\n"
+    done = subprocess.run(command, input=stdin, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    passes = [line for line in done.stderr.splitlines() if line.startswith("[")]
+    assert passes and passes[0].startswith(("[stop]", "[length]", "[tool_calls]")), done.stdout + done.stderr
+    assert "Sources" in done.stdout.split("\n> ")[1]  # the first answer came from passages

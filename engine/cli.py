@@ -10,7 +10,7 @@ import sys
 import threading
 
 from engine.cli_tools import MAX_STEPS as MAX_TOOL_STEPS
-from engine.cli_tools import TerminalTools, call_line, result_lines
+from engine.cli_tools import TerminalTools, call_line, result_lines, shown
 from engine.config import (
     GPU_LAYERS_ALL,
     GPU_LAYERS_AUTO,
@@ -541,7 +541,7 @@ def run_calls(tools: TerminalTools, calls, asked: list[ChatMessage]) -> bool:
             outcome = tools.run(call)
             if outcome.stop:
                 stop = outcome.stop
-                print(f"[tool] {stop}")
+                print(f"[tool] {shown(stop)}")
             else:
                 print(result_lines(outcome.text))
             result = f"(not run: {stop})" if stop else outcome.text

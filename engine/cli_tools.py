@@ -10,6 +10,7 @@ longer than TOOL_TIMEOUT_S; what a server says when it fails is shown as it said
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ from engine.tools import ToolCall, ToolSpec
 TOOL_TIMEOUT_S = 60.0  # one call, as in the app
 MAX_STEPS = 8  # passes of the model that may call tools in one answer, as in the app
 RESULT_LINES = 6  # of a result, the lines shown in the terminal (the model reads it whole)
+# Control characters but tab and newline: a server's words reach the terminal, and escape sequences in them could
+# retitle it, clear it or hide text; they are shown as \x1b and so on.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -65,13 +69,13 @@ class TerminalTools:
                 infos = self._host.start(server, _secrets(server))
             except McpError as e:
                 self.close()
-                raise EngineError(f"The MCP server {server.name} did not start.", hint=str(e)) from None
+                raise EngineError(f"The MCP server {server.name} did not start.", hint=shown(str(e))) from None
             offered = [info for info in infos if info.name not in self._server_of]
             for info in offered:
                 self._server_of[info.name] = server.name
                 self.specs.append(ToolSpec.from_openai(info.as_openai()))
             names = ", ".join(info.name for info in offered) or "no tools"
-            say(f"{server.name}: {names}")
+            say(shown(f"{server.name}: {names}"))
 
     def run(self, call: ToolCall) -> CallOutcome:
         """Ask, then run one call of the model's (Ctrl+C while it runs stops it)."""
@@ -121,16 +125,21 @@ class TerminalTools:
 
 def call_line(call: ToolCall) -> str:
     """How a call is shown: name(arguments as JSON)."""
-    return f"→ {call.name}({json.dumps(call.arguments, ensure_ascii=False)})"
+    return shown(f"→ {call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
 
 
 def result_lines(text: str) -> str:
     """The start of a result, as the terminal shows it (the model reads all of it)."""
     lines = text.splitlines() or [""]
-    shown = [line[:120] for line in lines[:RESULT_LINES]]
+    first = [shown(line[:120]) for line in lines[:RESULT_LINES]]
     if len(lines) > RESULT_LINES:
-        shown.append(f"… {len(lines) - RESULT_LINES:,} more lines")
-    return "\n".join("  " + line for line in shown)
+        first.append(f"… {len(lines) - RESULT_LINES:,} more lines")
+    return "\n".join("  " + line for line in first)
+
+
+def shown(text: str) -> str:
+    """text as the terminal may print it: control characters (escape sequences) visible, not obeyed."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _secrets(server) -> dict[str, str]:

@@ -147,3 +147,22 @@ def test_passages_of_a_collection_leave_room_for_the_tools(workspace, smollm2_pa
     passes = [line for line in done.stderr.splitlines() if line.startswith("[")]
     assert passes and passes[0].startswith(("[stop]", "[length]", "[tool_calls]")), done.stdout + done.stderr
     assert "Sources" in done.stdout.split("\n> ")[1]  # the first answer came from passages
+
+
+def test_a_result_s_escape_sequences_are_shown_not_obeyed(workspace):
+    """A file (or a server) may hold terminal escapes: the model reads them as they are, the terminal shows them
+    as text, so a result cannot retitle, clear or hide the user's terminal."""
+    from engine.cli_tools import TerminalTools, result_lines
+    from engine.tools import ToolCall
+
+    (workspace / "trap.txt").write_text("before\x1b]0;owned\x07\x1b[2J\x1b[8mhidden\tafter\n")
+    tools = TerminalTools(["files"], ask=lambda question: "y")
+    tools.start(lambda line: None)
+    try:
+        outcome = tools.run(ToolCall("c0", "read_file", {"path": "trap.txt"}))
+    finally:
+        tools.close()
+    assert "\x1b[2J" in outcome.text  # the model reads the file as it is
+    printed = result_lines(outcome.text)
+    assert "\x1b" not in printed and "\x07" not in printed
+    assert "before\\x1b]0;owned\\x07\\x1b[2J\\x1b[8mhidden\tafter" in printed

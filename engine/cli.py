@@ -507,15 +507,16 @@ def stream_pass(engine, args, messages, documents, whole, tools) -> DoneEvent | 
         for event in answer:
             if isinstance(event, TokenEvent) and event.tool_call:
                 continue  # the call's markup: shown as a call once complete
+            text = shown(event.text) if isinstance(event, TokenEvent) else ""  # a quoted escape stays text
             if isinstance(event, TokenEvent) and event.reasoning:
                 thought = True
-                sys.stdout.write(f"{DIM}{event.text}{RESET}" if sys.stdout.isatty() else event.text)
+                sys.stdout.write(f"{DIM}{text}{RESET}" if sys.stdout.isatty() else text)
             elif isinstance(event, TokenEvent):
-                if thought and event.text:
+                if thought and text:
                     sys.stdout.write("\n\n")
                     thought = False
                 code = COLOURS.get(event.source) if args.color else None
-                sys.stdout.write(f"{code}{event.text}{RESET}" if code else event.text)
+                sys.stdout.write(f"{code}{text}{RESET}" if code else text)
             elif isinstance(event, ToolCallEvent):
                 sys.stdout.write(f"\n{call_line(event.call)}")
             elif isinstance(event, MalformedToolCallEvent):
@@ -558,7 +559,7 @@ def cmd_generate(engine, args, library=None) -> int:
     documents, whole = (grounded.draft_texts, grounded.whole) if grounded else ([], None)
     for event in engine.chat(messages, sampling_from(args), spec_from(args), documents=documents, collections=whole):
         if isinstance(event, TokenEvent) and not args.json:
-            sys.stdout.write(event.text)
+            sys.stdout.write(shown(event.text) if sys.stdout.isatty() else event.text)  # a file gets the text as is
             sys.stdout.flush()
         elif isinstance(event, RoundEvent):
             rounds.append(event)

@@ -166,3 +166,25 @@ def test_a_result_s_escape_sequences_are_shown_not_obeyed(workspace):
     printed = result_lines(outcome.text)
     assert "\x1b" not in printed and "\x07" not in printed
     assert "before\\x1b]0;owned\\x07\\x1b[2J\\x1b[8mhidden\tafter" in printed
+
+
+class QuotingEngine:
+    """At the engine seam: an answer that quotes a result's escape sequences (as lookup drafts a quote)."""
+
+    def chat(self, messages, *args, **kwargs):
+        from engine.config import TokenSource
+        from engine.decoding.events import DoneEvent, FinishReason, TokenEvent
+        from engine.decoding.stats import AnswerStats
+
+        text = "It says \x1b]0;owned\x07\x1b[2J."
+        yield TokenEvent(1, text, TokenSource.LOOKUP)
+        yield DoneEvent(FinishReason.STOP, AnswerStats(), text)
+
+
+def test_an_answer_quoting_escape_sequences_shows_them_as_text(capsys):
+    from engine import cli
+
+    args = cli.build_parser().parse_args(["chat"])
+    done = cli.stream_pass(QuotingEngine(), args, [], [], None, ())
+    assert done.text == "It says \x1b]0;owned\x07\x1b[2J."  # the conversation keeps what the model wrote
+    assert capsys.readouterr().out == "It says \\x1b]0;owned\\x07\\x1b[2J."

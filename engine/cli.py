@@ -492,6 +492,7 @@ def stream_pass(engine, args, messages, documents, whole, tools) -> DoneEvent | 
     cancel = threading.Event()
     done = None
     thought = False  # thinking was shown: a blank line before the answer
+    written = "\n"  # the end of what was printed: a call line starts a line of its own
     try:
         answer = engine.chat(
             messages,
@@ -517,8 +518,10 @@ def stream_pass(engine, args, messages, documents, whole, tools) -> DoneEvent | 
                     thought = False
                 code = COLOURS.get(event.source) if args.color else None
                 sys.stdout.write(f"{code}{text}{RESET}" if code else text)
+                written = text or written
             elif isinstance(event, ToolCallEvent):
-                sys.stdout.write(f"\n{call_line(event.call)}")
+                sys.stdout.write(("" if written.endswith("\n") else "\n") + call_line(event.call))
+                written = "→"
             elif isinstance(event, MalformedToolCallEvent):
                 sys.stdout.write(f"\n[a tool call that is not valid: {event.malformed.reason}]")
             elif isinstance(event, DoneEvent):
@@ -544,7 +547,7 @@ def run_calls(tools: TerminalTools, calls, asked: list[ChatMessage]) -> bool:
                 stop = outcome.stop
                 print(f"[tool] {shown(stop)}")
             else:
-                print(result_lines(outcome.text))
+                print(result_lines(outcome.text) + "\n")  # a blank line before the answer goes on
             result = f"(not run: {stop})" if stop else outcome.text
         asked.append(ChatMessage("tool", result, tool_call_id=call.id, name=call.name))
     return not stop

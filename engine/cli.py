@@ -523,7 +523,7 @@ def stream_pass(engine, args, messages, documents, whole, tools) -> DoneEvent | 
                 sys.stdout.write(("" if written.endswith("\n") else "\n") + call_line(event.call))
                 written = "→"
             elif isinstance(event, MalformedToolCallEvent):
-                sys.stdout.write(f"\n[a tool call that is not valid: {event.malformed.reason}]")
+                sys.stdout.write(f"\n[a tool call that is not valid: {shown(event.malformed.reason)}]")
             elif isinstance(event, DoneEvent):
                 done = event
             sys.stdout.flush()
@@ -542,6 +542,8 @@ def run_calls(tools: TerminalTools, calls, asked: list[ChatMessage]) -> bool:
             result = f"(not run: {stop})"
         else:
             print()  # the call line, still open, ends: the question (or the result) has a line of its own
+            if len(calls) > 1:  # the pass's calls were shown together: each question follows its own
+                print(call_line(call))
             outcome = tools.run(call)
             if outcome.stop:
                 stop = outcome.stop

@@ -188,3 +188,33 @@ def test_an_answer_quoting_escape_sequences_shows_them_as_text(capsys):
     done = cli.stream_pass(QuotingEngine(), args, [], [], None, ())
     assert done.text == "It says \x1b]0;owned\x07\x1b[2J."  # the conversation keeps what the model wrote
     assert capsys.readouterr().out == "It says \\x1b]0;owned\\x07\\x1b[2J."
+
+
+def test_each_of_a_pass_s_calls_is_shown_with_its_question(workspace, capsys):
+    """Two calls in one pass (shown together as they streamed): each question comes under its own call, and a
+    "no" leaves the calls after it not run, with results that say so."""
+    from engine import cli
+    from engine.cli_tools import TerminalTools
+    from engine.config import ChatMessage
+    from engine.tools import ToolCall
+
+    replies = iter(["y", "n"])
+    tools = TerminalTools(["files"], ask=lambda question: print(question, end="") or next(replies))
+    tools.start(lambda line: None)
+    calls = (
+        ToolCall("c0", "read_file", {"path": "notes.txt"}),
+        ToolCall("c1", "list_files", {}),
+        ToolCall("c2", "read_file", {"path": "other.txt"}),
+    )
+    asked: list[ChatMessage] = []
+    try:
+        assert cli.run_calls(tools, calls, asked) is False
+    finally:
+        tools.close()
+    out = capsys.readouterr().out
+    first = out.index('→ read_file({"path": "notes.txt"})\nRun it on files? [y]es, [a]lways for read_file')
+    second = out.index("→ list_files({})\nRun it on files? [y]es, [a]lways for list_files")
+    assert first < out.index("room Orchid") < second
+    assert "other.txt" not in out  # not asked: the answer stopped at the "no"
+    assert [m.tool_call_id for m in asked] == ["c0", "c1", "c2"] and "room Orchid" in asked[0].content
+    assert asked[1].content == asked[2].content == "(not run: You denied list_files on files: the answer stops here.)"

@@ -447,6 +447,8 @@ def cmd_chat(engine, args, library=None, tools: TerminalTools | None = None) -> 
             return 0
         if line.strip() == "/new":
             messages = messages[:1] if messages and messages[0].role == "system" else []
+            if tools is not None:
+                tools.always.clear()  # "always" holds for a chat, as in the app
             continue
         if line.strip():
             chat_turn(engine, args, library, tools, messages, line)

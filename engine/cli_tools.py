@@ -2,7 +2,7 @@
 (mcp.json, the servers the app lists under Tools), and asks at the prompt before every call.
 
 The terminal keeps the app's rules: a call runs only once the user says yes (or "always" for that tool in this
-session); a "no" ends the answer there, as does Ctrl+C at the question or during the call, or a call that takes
+chat, until /new); a "no" ends the answer there, as does Ctrl+C at the question or during the call, or a call that takes
 longer than TOOL_TIMEOUT_S; what a server says when it fails is shown as it said it. Secrets the app moved to the keyring
 ("${keyring:ID}" in mcp.json) are read from the same keyring.
 """
@@ -57,7 +57,7 @@ class TerminalTools:
         self._host = None
         self._server_of: dict[str, str] = {}  # tool name -> its server (the first server that offers it)
         self.specs: list[ToolSpec] = []
-        self.always: set[str] = set()  # tools the user allowed for this session
+        self.always: set[str] = set()  # tools the user allowed for this chat (/new clears it)
 
     def start(self, say: Callable[[str], None]) -> None:
         """Start the servers and list their tools; EngineError says which one failed and why."""

@@ -16,9 +16,11 @@ import keyring
 import keyring.backends.fail
 from keyring.backend import KeyringBackend
 
+from engine.paths import APP_NAME
+
 log = logging.getLogger(__name__)
 
-SERVICE = "Specula"
+SERVICE = APP_NAME  # the terminal chat reads MCP secrets under the same name (engine/cli_tools.py)
 _KEPT = "the key is kept until Specula closes; you will be asked again next time."
 
 

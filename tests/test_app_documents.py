@@ -62,6 +62,34 @@ def test_the_documents_window_indexes_a_folder_with_progress_and_lists_what_it_c
     assert service.shutdown(5.0)
 
 
+def test_a_new_collection_is_selected_so_the_folder_added_next_goes_into_it(
+    qtbot, isolated_home, licenses, monkeypatch
+):
+    service = DocumentsService(isolated_home / "documents")
+    dialog = DocumentsDialog(service)
+    qtbot.addWidget(dialog)
+    indexed = SignalLog(service.indexed)
+    dialog.add_paths([str(licenses)])
+    indexed.wait(qtbot, 0)
+    qtbot.waitUntil(lambda: dialog.current_name() == "licenses")
+
+    # The name the user types in the "New collection" box (Qt's own dialog, not what is tested here).
+    monkeypatch.setattr("app.dialogs.documents_dialog.QInputDialog.getText", lambda *args: ("Home", True))
+    dialog.new_collection()
+    qtbot.waitUntil(lambda: dialog.collections.count() == 2)
+    assert dialog.current_name() == "Home"
+    notes = isolated_home / "notes"
+    notes.mkdir()
+    (notes / "plan.md").write_text("# Plan\n\nThe garden gets tomatoes in May.\n", "utf-8")
+    since = indexed.mark()
+    dialog.add_paths([str(notes)])
+    [(name, report)] = indexed.wait(qtbot, since)
+    assert name == "Home" and report.read == 1
+    sources = {s.name: s.sources for s in dialog.summaries}
+    assert sources == {"licenses": [str(licenses)], "Home": [str(notes)]}
+    assert service.shutdown(5.0)
+
+
 def test_a_chat_answers_from_its_collection_with_sources_shown_stored_and_exported(
     qtbot, make_window, smollm2_path, licenses, isolated_home
 ):

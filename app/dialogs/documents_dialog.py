@@ -41,6 +41,9 @@ class DocumentsDialog(QDialog):
         super().__init__(parent)
         self.service = service
         self.summaries: list[CollectionSummary] = []
+        # A collection just created, to be selected once the library lists it: the next "Add folder…"
+        # goes to the selected collection, and it must be the new one, not the one selected before.
+        self._created: str | None = None
         self.setWindowTitle("Documents")
         self.setAcceptDrops(True)
         self.resize(860, 520)
@@ -179,14 +182,16 @@ class DocumentsDialog(QDialog):
 
     @Slot(object)
     def show_summaries(self, summaries: list[CollectionSummary]) -> None:
+        names = [s.name for s in summaries]
         current = self.current_name()
+        if self._created in names:
+            current, self._created = self._created, None
         self.summaries = summaries
         self.collections.blockSignals(True)
         self.collections.clear()
         for s in summaries:
             self.collections.addItem(s.name)
         self.collections.blockSignals(False)
-        names = [s.name for s in summaries]
         self.collections.setCurrentRow(names.index(current) if current in names else (0 if names else -1))
         self._show_current()
         self._show_embedding_model()
@@ -278,6 +283,7 @@ class DocumentsDialog(QDialog):
             if name in [s.name for s in self.summaries]:
                 QMessageBox.information(self, "Documents", f"There is already a collection named {name!r}.")
                 return
+            self._created = name
             self.service.add_collection(name)
 
     def remove_collection(self) -> None:
@@ -304,6 +310,7 @@ class DocumentsDialog(QDialog):
         name = self.current_name()
         if name is None:
             name = os.path.basename(os.path.normpath(paths[0])) or "Documents"
+            self._created = name
             self.service.add_collection(name)
         self.service.add_sources(name, paths)
         self.service.update(name)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.bridge.documents_service import DocumentsService
+from app.chat.sources_panel import SourcesPanel
 from app.core.chat_settings import ChatSettings
 from app.core.export import to_json, to_markdown
 from app.core.sources import Source, load_sources, mark_cited
@@ -185,6 +186,14 @@ def test_stored_sources_read_back_forgivingly_and_citations_mark_them():
     assert sources[0].where() == "notes.md, lines 3–9" and sources[1].where() == "r.pdf, page 2"
     data = [s.to_dict() for s in sources] + [{"n": "x"}, "junk", {"path": "/no/n"}]
     assert load_sources(data) == sources and load_sources("junk") == []
+
+
+def test_the_sources_panel_counts_its_passages_in_words(qtbot):
+    panel = SourcesPanel([Source(1, "c", "/a/notes.md", "x", "Intro", 3, 9)])
+    qtbot.addWidget(panel)
+    assert "a passage of your documents" in panel.title.text()
+    panel.set_sources([Source(1, "c", "/a/notes.md", "x", "Intro", 3, 9, cited=True), Source(2, "c", "/a/r.pdf", "y")])
+    assert "2 passages of your documents, 1 cited" in panel.title.text()
 
 
 def test_meaning_search_in_the_app_an_embedding_model_chosen_checked_and_used(

@@ -453,3 +453,14 @@ def test_the_engine_drafts_a_quote_from_the_documents_it_is_given(small_engine):
     assert all(e.text.strip() in passage for e in quoted)
     assert done.stats.by_drafter()[DrafterKind.DOCUMENTS].accepted == len(quoted)
     assert small_engine.speculator.documents.indexes == []
+
+
+def test_a_citation_gives_lines_only_where_they_are_the_files_own():
+    assert readers.citation("/d/notes.md", None, 3, 9) == "notes.md, lines 3–9"
+    assert readers.citation("/usr/share/common-licenses/GPL-3", None, 4, 4) == "GPL-3, line 4"
+    assert readers.citation("/d/app.py", None, 10, 12) == "app.py, lines 10–12"
+    # Read as Markdown made from the file: those lines are nowhere in the file as its program shows it.
+    for name in ("plan.docx", "page.html", "minutes.odt", "book.epub", "rain.ipynb"):
+        assert readers.citation(f"/d/{name}", None, 7, 9) == name
+    assert readers.citation("/d/r.pdf", 2, 1, 5) == "r.pdf, page 2"
+    assert readers.citation("C:\\d\\talk.pptx", 3, 1, 5) == "talk.pptx, slide 3"

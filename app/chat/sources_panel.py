@@ -111,10 +111,9 @@ class SourcesPanel(QFrame):
             self.layout_.addWidget(row)
             if row.source.n in opened:
                 row.toggle()
-        cited = sum(s.cited for s in self.sources)
-        self.title.setText(
-            f"<b>Sources</b> · {len(self.sources)} passages of your documents" + (f", {cited} cited" if cited else "")
-        )
+        cited, count = sum(s.cited for s in self.sources), len(self.sources)
+        passages = "a passage" if count == 1 else f"{count} passages"
+        self.title.setText(f"<b>Sources</b> · {passages} of your documents" + (f", {cited} cited" if cited else ""))
         self.setVisible(bool(self.sources))
 
     def row(self, n: int) -> SourceRow | None:

@@ -49,6 +49,9 @@ class Format(Enum):
     XLSX = "xlsx"
 
 
+# Formats read as they are, so a passage's lines are the file's own (the others are converted to Markdown).
+LINES_AS_IN_FILE = frozenset({Format.MARKDOWN, Format.RST, Format.TEXT, Format.CODE})
+
 # Office files read a page of Markdown per slide or sheet.
 PAGED = {Format.PPTX: pptx_slides, Format.XLSX: xlsx_sheets}
 
@@ -117,11 +120,15 @@ SUFFIXES = {
 
 
 def citation(path: str, page: int | None, line_start: int, line_end: int) -> str:
-    """Where a passage is, for a citation: "guide.pdf, page 3", "talk.pptx, slide 2", "budget.xlsx, sheet 1"
-    or "notes.md, lines 10–24"."""
+    """Where a passage is, for a citation: "guide.pdf, page 3", "talk.pptx, slide 2", "budget.xlsx, sheet 1",
+    "notes.md, lines 10–24", or for a file read through a conversion (Word, HTML, an e-book, a notebook) its name
+    alone: its lines are the conversion's, found nowhere in the file as the user opens it."""
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    suffix = Path(name).suffix.lower()
     if page is not None:
-        return f"{name}, {PAGE_WORDS.get(Path(name).suffix.lower(), 'page')} {page}"
+        return f"{name}, {PAGE_WORDS.get(suffix, 'page')} {page}"
+    if SUFFIXES.get(suffix, Format.TEXT) not in LINES_AS_IN_FILE:  # no suffix, or a number: text
+        return name
     if line_start == line_end:
         return f"{name}, line {line_start}"
     return f"{name}, lines {line_start}–{line_end}"

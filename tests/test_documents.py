@@ -367,11 +367,14 @@ def test_the_terminal_commands_add_index_search_and_list(tmp_path, licenses):
         assert run.returncode == 0, run.stderr
         return run.stdout
 
-    assert "1 sources" in docs("add", "licenses", str(licenses))
+    make_pdf(licenses / "locked.pdf", "Secret terms.", password="s3cret")
+    assert "licenses: 1 folder or file;" in docs("add", "licenses", str(licenses))
     assert "read 4" in docs("index", "licenses")
     found = docs("search", "licenses", "Mozilla Public License larger work")
     assert found.startswith("[1] MPL-2.0, lines ")
-    assert "licenses: 4 files" in docs("list")
+    listed = docs("list")
+    assert "licenses: 4 files" in listed and "1 unreadable" in listed
+    assert f"  ! {licenses / 'locked.pdf'}: encrypted; save an unprotected copy to add it." in listed
     with sqlite3.connect(tmp_path / "lib" / "index.sqlite3") as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 

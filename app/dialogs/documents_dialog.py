@@ -358,7 +358,9 @@ class DocumentsDialog(QDialog):
             self.errors_label.setVisible(False)
             self.errors.setVisible(False)
             return
-        self.figures.setText(f"<b>{s.name}</b>: {s.files:,} files indexed, {s.passages:,} passages")
+        files = "1 file" if s.files == 1 else f"{s.files:,} files"
+        passages = "1 passage" if s.passages == 1 else f"{s.passages:,} passages"
+        self.figures.setText(f"<b>{s.name}</b>: {files} indexed, {passages}")
         for path in s.sources:
             icon = QStyle.StandardPixmap.SP_DirIcon if os.path.isdir(path) else QStyle.StandardPixmap.SP_FileIcon
             item = QListWidgetItem(self.style().standardIcon(icon), path)

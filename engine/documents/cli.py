@@ -81,12 +81,14 @@ def _list(library: Library, args) -> int:
         files, passages, errors = library.counts(c.name)
         with_vectors = f", {vectors.counts(library, c.name, model)} with vectors" if model else ""
         print(
-            f"{c.name}: {files} files, {passages} passages{with_vectors}" + (f", {errors} unreadable" if errors else "")
+            f"{c.name}: {_many(files, 'file')}, {_many(passages, 'passage')}{with_vectors}"
+            + (f", {errors} unreadable" if errors else "")
         )
         for source in c.sources:
             print(f"  {source}")
         for path, why in library.errors(c.name):
-            print(f"  ! {why}" if path in why else f"  ! {path}: {why}")
+            name = Path(path).name  # a reason begins with the file's name: "a.pdf: encrypted; …"
+            print(f"  ! {path}{why[len(name) :]}" if why.startswith(f"{name}: ") else f"  ! {path}: {why}")
     return 0
 
 
@@ -95,9 +97,14 @@ def _add(library: Library, args) -> int:
         library.add_collection(args.name)
     collection = library.add_sources(args.name, args.paths)
     print(
-        f"{collection.name}: {len(collection.sources)} sources; index it with: python -m engine docs index {args.name}"
+        f"{collection.name}: {_many(len(collection.sources), 'folder or file', 'folders and files')}; "
+        f"index it with: python -m engine docs index {args.name}"
     )
     return 0
+
+
+def _many(n: int, one: str, many: str = "") -> str:
+    return f"{n:,} {one}" if n == 1 else f"{n:,} {many or one + 's'}"
 
 
 def _index(library: Library, args) -> int:

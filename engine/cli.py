@@ -486,7 +486,7 @@ def chat_turn(engine, args, library, tools: TerminalTools | None, messages: list
             break
     messages[:] = asked
     if sources := documents_cli.source_lines(grounded, "\n".join(texts)) if grounded else []:
-        print("\n\n" + "\n".join(sources))  # after the answer's last line, which has no newline
+        print("\n" + "\n".join(sources))  # a blank line after the answer's [stop] line
 
 
 def stream_pass(engine, args, messages, documents, whole, tools) -> DoneEvent | None:

@@ -467,3 +467,21 @@ def test_a_citation_gives_lines_only_where_they_are_the_files_own():
         assert readers.citation(f"/d/{name}", None, 7, 9) == name
     assert readers.citation("/d/r.pdf", 2, 1, 5) == "r.pdf, page 2"
     assert readers.citation("C:\\d\\talk.pptx", 3, 1, 5) == "talk.pptx, slide 3"
+
+
+def test_the_terminal_lists_sources_by_path_and_place_in_the_file():
+    from engine.documents import grounding
+    from engine.documents.cli import source_lines
+    from engine.documents.retrieval import Hit
+
+    hits = [
+        Hit("c", "/d/notes.md", "x", "Meeting notes", 3, 3, None, 1.0),
+        Hit("c", "/d/garden.docx", "y", "Garden plan › Budget", 7, 7, None, 0.5),
+        Hit("c", "/d/guide.pdf", "z", "", 1, 4, 2, 0.2),
+    ]
+    assert source_lines(grounding.Grounded("q", hits), "As [2] says.") == [
+        "Sources (* cited):",
+        "  [1] /d/notes.md: line 3 · Meeting notes",
+        "* [2] /d/garden.docx · Garden plan › Budget",
+        "  [3] /d/guide.pdf: page 2",
+    ]

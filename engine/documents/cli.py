@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from engine.documents import chosen, grounding, indexer, retrieval, vectors
+from engine.documents import chosen, grounding, indexer, readers, retrieval, vectors
 from engine.documents.library import Library, LibraryError
 from engine.errors import EngineError
 
@@ -305,8 +305,12 @@ def source_lines(grounded: grounding.Grounded, answer: str) -> list[str]:
     if not grounded.sources:
         return []
     cited = set(grounding.cited(answer, len(grounded.sources)))
-    return ["Sources (* cited):"] + [
-        f"{'*' if n in cited else ' '} [{n}] {hit.path}: {grounding.label(hit).split(' · ', 1)[0].split(', ', 1)[-1]}"
-        + (f" · {hit.heading}" if hit.heading else "")
-        for n, hit in enumerate(grounded.sources, 1)
-    ]
+    lines = ["Sources (* cited):"]
+    for n, hit in enumerate(grounded.sources, 1):
+        where = readers.location(hit.path, hit.page, hit.line_start, hit.line_end)
+        lines.append(
+            f"{'*' if n in cited else ' '} [{n}] {hit.path}"
+            + (f": {where}" if where else "")
+            + (f" · {hit.heading}" if hit.heading else "")
+        )
+    return lines

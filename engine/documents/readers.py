@@ -121,17 +121,22 @@ SUFFIXES = {
 
 def citation(path: str, page: int | None, line_start: int, line_end: int) -> str:
     """Where a passage is, for a citation: "guide.pdf, page 3", "talk.pptx, slide 2", "budget.xlsx, sheet 1",
-    "notes.md, lines 10–24", or for a file read through a conversion (Word, HTML, an e-book, a notebook) its name
-    alone: its lines are the conversion's, found nowhere in the file as the user opens it."""
+    "notes.md, lines 10–24", or "report.docx" (see location)."""
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
-    suffix = Path(name).suffix.lower()
+    where = location(name, page, line_start, line_end)
+    return f"{name}, {where}" if where else name
+
+
+def location(path: str, page: int | None, line_start: int, line_end: int) -> str:
+    """Where in its file a passage is: "page 3", "slide 2", "lines 10–24", or "" for a file read through a
+    conversion (Word, HTML, an e-book, a notebook): its lines are the conversion's, found nowhere in the file
+    as the user opens it, and its headings say where instead."""
+    suffix = Path(path.replace("\\", "/").rsplit("/", 1)[-1]).suffix.lower()
     if page is not None:
-        return f"{name}, {PAGE_WORDS.get(suffix, 'page')} {page}"
+        return f"{PAGE_WORDS.get(suffix, 'page')} {page}"
     if SUFFIXES.get(suffix, Format.TEXT) not in LINES_AS_IN_FILE:  # no suffix, or a number: text
-        return name
-    if line_start == line_end:
-        return f"{name}, line {line_start}"
-    return f"{name}, lines {line_start}–{line_end}"
+        return ""
+    return f"line {line_start}" if line_start == line_end else f"lines {line_start}–{line_end}"
 
 
 class UnreadableFile(EngineError):

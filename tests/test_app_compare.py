@@ -88,3 +88,23 @@ def test_compare_runs_beside_the_chat_and_shows_the_plain_text_side_by_side(qtbo
     wait_answer(qtbot, window)
     assert window.session.messages[-1].role == "assistant" and window.session.messages[-1].complete
     assert window.store.message(answer.id).comparison == comparison  # the earlier measurement is kept
+
+
+def test_a_sampled_answer_is_compared_with_plain_decoding_at_the_seed_it_was_drawn_with(
+    qtbot, make_window, smollm2_path, monkeypatch
+):
+    # A random seed in the settings: the app draws one for the answer and keeps it, and the comparison reuses it,
+    # so plain decoding draws the same tokens wherever lookup's drafts were kept (sampling.Draws).
+    window = make_window(smol_settings(smollm2_path, temperature=0.8, seed=-1, max_tokens=32, drafter_mode="lookup"))
+    answer = ask(qtbot, window, "Repeat exactly: the cat sat on the mat, the cat sat on the mat.")
+    seed = window.store.message(answer.id).stats.seed
+    assert isinstance(seed, int)
+    asked = []
+    host = window.answers.host
+    real = host.answer
+    monkeypatch.setattr(
+        host, "answer", lambda chat, sampling, *a, **k: asked.append(sampling) or real(chat, sampling, *a, **k)
+    )
+    window.chat_view.message_widget(answer.id).footer.compare_button.click()
+    wait_comparison(qtbot, window)
+    assert [s.seed for s in asked] == [seed] and asked[0].temperature == 0.8

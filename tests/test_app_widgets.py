@@ -11,7 +11,7 @@ from app.chat.chat_view import ChatView
 from app.chat.composer import Composer
 from app.chat.rich_text import CodeBlock, MessageBody, TextPane, split_markdown
 from app.chat.stats_footer import StatsFooter
-from app.core.figures import GREEDY_PARTING, compare_texts, comparison_text, figures
+from app.core.figures import GREEDY_PARTING, SAMPLED_PARTING, compare_texts, comparison_text, figures
 from app.core.store import Message, Token
 from app.ui import theme
 from engine.decoding.stats import AnswerStats
@@ -141,7 +141,7 @@ def test_footer_figures_and_comparison():
     greedy = comparison_text({"measured_speedup": 1.2, "identical": False, "first_difference": 40, "temperature": 0})
     assert "texts differ from character 41" in greedy and GREEDY_PARTING in greedy
     sampled = comparison_text({"measured_speedup": 1.2, "identical": False, "first_difference": 3, "temperature": 0.7})
-    assert GREEDY_PARTING not in sampled and "keeps the distribution" in sampled
+    assert GREEDY_PARTING not in sampled and SAMPLED_PARTING in sampled and "draft model" in sampled
     assert GREEDY_PARTING not in comparison_text({"measured_speedup": 1.2, "identical": True, "temperature": 0})
 
 

@@ -221,6 +221,43 @@ def test_sampled_answers_are_reproducible_with_a_seed(small_engine):
     assert a.text == b.text and a.stats.n_drafted > 0
 
 
+class RowRecorder:
+    """Wraps the target's eval to keep, per position, the last logits row that predicted it (a position is
+    predicted again only while nothing is committed there: the last row is the one its token was drawn from)."""
+
+    def __init__(self, runner):
+        self.runner, self.rows = runner, {}
+        self._eval = runner.eval
+
+    def __call__(self, tokens, n_logits=1, **options):
+        logits = self._eval(tokens, n_logits, **options)
+        if logits is not None:
+            first = len(tokens) - n_logits + 1  # row j predicts the token at position first + j
+            for j in range(n_logits):
+                self.rows[first + j] = np.array(logits[j])
+        return logits
+
+
+def test_sampled_tokens_are_the_targets_own_keyed_draws_whatever_lookup_proposed(small_engine, monkeypatch):
+    """Above temperature 0 each token is the draw the answer's seed makes at its position from the row the
+    target computed there, so a lookup draft changes no token: plain decoding draws the same ones."""
+    from engine.decoding.sampling import Draws, distribution
+
+    recorder = RowRecorder(small_engine.target)
+    monkeypatch.setattr(small_engine.target, "eval", recorder)
+    sampling = SamplingParams(temperature=0.9, seed=7, max_tokens=48)
+    code = "def area(w, h):\n    return w * h\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n"
+    ask = [ChatMessage("user", f"Repeat this code exactly, then rename w to width:\n\n{code}")]
+    tokens, _, done = run(small_engine, ask, sampling, SpecParams(mode=DrafterMode.LOOKUP, draft_length=4))
+    assert done.stats.n_drafted > 0 and done.stats.seed == 7
+    answer = [t.token for t in tokens]
+    draws = Draws(7)
+    for position, token in enumerate(answer, done.stats.n_prompt_tokens):  # the answer follows the prompt
+        assert token == distribution(recorder.rows[position], sampling).drawn_with(draws.at(position))
+    _, _, unseeded = run(small_engine, ask, sampling.with_(seed=None, max_tokens=4), AUTO)
+    assert isinstance(unseeded.stats.seed, int)  # drawn for the answer, and said
+
+
 def test_statistics_are_filled_in(small_engine):
     _, rounds, done = run(small_engine, spec=SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4))
     s = done.stats

@@ -199,10 +199,7 @@ def comparison_text(comparison: dict) -> str:
         where = comparison.get("first_difference")
         detail = f" from character {where + 1}" if isinstance(where, int) and where >= 0 else ""
         parts.append(f"texts differ{detail}")
-        if comparison.get("temperature", 0) > 0:
-            parts.append("expected above temperature 0: speculative sampling keeps the distribution, not each draw")
-        else:
-            parts.append(GREEDY_PARTING)
+        parts.append(SAMPLED_PARTING if comparison.get("temperature", 0) > 0 else GREEDY_PARTING)
     return " · ".join(parts)
 
 
@@ -211,6 +208,15 @@ GREEDY_PARTING = (
     "at temperature 0 every token is still the model's top choice where it was computed, but verifying "
     "several tokens at once rounds differently from one at a time, so where two candidates nearly tie "
     "the choice can flip and the texts go their own ways"
+)
+
+
+# Above temperature 0 (sampling.Draws): the same seed draws the same tokens, drafted or not, but for two things.
+SAMPLED_PARTING = (
+    "above temperature 0 plain decoding draws with the answer's seed, and tokens drafted from the conversation, "
+    "your history or your documents are kept only where they are that very draw; a draft model's tokens are "
+    "kept by the rejection rule instead, which keeps the model's distribution but not each draw, and as at "
+    "temperature 0, verifying several tokens at once rounds differently, which can tip a near tie"
 )
 
 

@@ -8,7 +8,7 @@ exactly (Leviathan et al. 2023; Chen et al. 2023).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +36,7 @@ def verify_sampled(
     drafts: list[int],
     p_draft: list[Distribution | None],
     rng: np.random.Generator,
+    draw: Callable[[int], float],
 ) -> Verdict:
     """Temperature > 0: the rejection rule.
 
@@ -43,16 +44,24 @@ def verify_sampled(
     min(1, p_target(x) / p_draft(x)). The first rejection samples from
     normalize(max(p_target - p_draft, 0)). A fully accepted draft takes a bonus token from the
     target's last row. A deterministic drafter (prompt lookup) passes None for p_draft: it is a
-    point mass on x, so this reduces to "keep x with probability p_target(x)".
+    point mass on x, so this reduces to "keep x with probability p_target(x)", which is done as
+    "keep x iff it is the target's own draw at its position": draw(i) is the uniform number of row
+    i's position (sampling.Draws), and the target's draw there is its token after a rejection too.
+    So the tokens that come out are those plain decoding draws with the same numbers.
     p_target may be lazy: rows after the first rejection are never read.
     """
     assert len(p_target) == len(drafts) + 1, "one target row per draft, plus the bonus row"
     assert len(p_draft) == len(drafts)
     for i, x in enumerate(drafts):
-        pd = p_draft[i] or Distribution.point(x)
+        pd = p_draft[i]
+        if pd is None:
+            own = p_target[i].drawn_with(draw(i))
+            if own == x:
+                continue
+            return Verdict(i, own)
         pt_x, pd_x = p_target[i].prob_of(x), pd.prob_of(x)
         if pd_x > 0.0 and rng.random() * pd_x < pt_x:  # u < p_t/p_d without dividing
             continue
         left = residual(p_target[i], pd)
-        return Verdict(i, (left or p_target[i]).sample(rng))
-    return Verdict(len(drafts), p_target[-1].sample(rng))
+        return Verdict(i, left.sample(rng) if left else p_target[i].drawn_with(draw(i)))
+    return Verdict(len(drafts), p_target[-1].drawn_with(draw(len(drafts))))

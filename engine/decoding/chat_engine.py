@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -302,8 +303,10 @@ class Engine:
         """
         t_request = time.perf_counter()
         sampling = sampling or SamplingParams()
+        if sampling.seed is None and not sampling.greedy:  # drawn here, so the answer says which it was
+            sampling = sampling.with_(seed=secrets.randbits(63))
         spec = spec or SpecParams()
-        stats = AnswerStats()
+        stats = AnswerStats(seed=None if sampling.greedy else sampling.seed)
         if self.formatter.stop_strings:
             sampling = sampling.with_(stop=tuple(sampling.stop) + self.formatter.stop_strings)
         tools, tool_choice = _offered(tools, tool_choice)

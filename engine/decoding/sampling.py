@@ -7,6 +7,7 @@ go through exactly this function, which is what makes rejection sampling lossles
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +56,26 @@ class Distribution:
         cdf = np.cumsum(self.probs)
         i = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
         return int(self.ids[min(i, len(self.ids) - 1)])
+
+    def drawn_with(self, key: int) -> int:
+        """The token a position's key draws (Draws.at): the candidate whose log-probability plus its own
+        Gumbel noise, a function of the key and the token's id alone, is highest, which is a draw from
+        these probabilities (the Gumbel-max trick). Each candidate's noise is its own, so rounding that
+        nudges the probabilities (another batch width's) changes the token only where two scores nearly tie,
+        and a candidate at the edge of top-p that one width keeps and another cuts only where it is drawn."""
+        if len(self.ids) == 1:
+            return int(self.ids[0])
+        mixed = _mix(np.uint64(key) ^ self.ids.astype(np.uint64))
+        u = ((mixed >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53  # in (0, 1)
+        return int(self.ids[np.argmax(np.log(self.probs) - np.log(-np.log(u)))])
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser: 64 well-mixed bits from any 64 (uint64 arithmetic wraps, as it should)."""
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
 
 
 def greedy_token(logits: np.ndarray) -> int:
@@ -124,3 +145,19 @@ def residual(p_target: Distribution, p_draft: Distribution) -> Distribution | No
 
 def make_rng(seed: int | None) -> np.random.Generator:
     return np.random.default_rng(seed)
+
+
+class Draws:
+    """What each position of a conversation draws its token with: a key made from the seed and the position
+    alone, whatever was drafted before (Distribution.drawn_with). Plain decoding draws every token so, and
+    speculation keeps a fixed drafted token (lookup, history, your documents) only where it is the target's
+    own draw at its position (so with probability p_target(x), as the rejection rule keeps it): with a seed,
+    the answer is plain decoding's, token for token, up to the rounding of batch widths. A draft model's
+    sampled tokens go through the rejection rule instead (it keeps more of them), with the answer's own
+    random stream."""
+
+    def __init__(self, seed: int | None):
+        self.seed = secrets.randbits(64) if seed is None else seed % 2**64
+
+    def at(self, position: int) -> int:
+        return int(np.random.default_rng([self.seed, position]).integers(0, 2**64, dtype=np.uint64))

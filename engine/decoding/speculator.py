@@ -39,7 +39,7 @@ from engine.decoding.drafters import (
 )
 from engine.decoding.events import DoneEvent, Event, FinishReason, RoundEvent, TokenEvent
 from engine.decoding.policy import AcceptanceTracker, Choice, CostModel, Option, best_choice
-from engine.decoding.sampling import Distribution, distribution, make_rng
+from engine.decoding.sampling import Distribution, Draws, distribution, make_rng
 from engine.decoding.stats import AnswerStats, Round
 from engine.decoding.tool_grammar import GrammarTrack
 from engine.errors import ContextFullError, EngineError
@@ -336,7 +336,7 @@ class Speculator:
         last token is in the target's cache already. show(token, source) hands each committed token to the
         text layer, which says whether the answer goes on (a stop string ends it). Ends after the round
         that finishes the answer, or when the context has no room for another."""
-        rng = make_rng(sampling.seed)
+        rng, draws = make_rng(sampling.seed), Draws(sampling.seed)
         for drafter in self.drafters:
             drafter.begin(spec, sampling.greedy)
         committed = list(prompt)
@@ -363,7 +363,7 @@ class Speculator:
                 logits = grammar.constrain(
                     logits, draft.tokens, sampling.greedy, self.target.is_eog, sampling.top_k, sampling.min_p
                 )
-            verdict = self._verify(logits, draft, sampling, rng)
+            verdict = self._verify(logits, draft, sampling, rng, draws, len(committed))
             if grammar is not None:
                 grammar.commit(verdict.n_accepted, verdict.next_token, self.target.is_eog)
             t2 = time.perf_counter()
@@ -518,7 +518,9 @@ class Speculator:
         return option.catch_up_s + k * option.step_s + self.costs.verify_s(k + 1) - self.costs.step_s
 
     @staticmethod
-    def _verify(logits: np.ndarray, draft: Draft, sampling: SamplingParams, rng) -> Verdict:
+    def _verify(logits: np.ndarray, draft: Draft, sampling: SamplingParams, rng, draws: Draws, first: int) -> Verdict:
+        """first: the position of the round's first new token, so row i draws with the number of position first + i."""
         if sampling.greedy:
             return verify_greedy(np.argmax(logits, axis=1).tolist(), draft.tokens)
-        return verify_sampled(_TargetRows(logits, sampling), draft.tokens, draft.p_draft, rng)
+        rows = _TargetRows(logits, sampling)
+        return verify_sampled(rows, draft.tokens, draft.p_draft, rng, lambda i: draws.at(first + i))

@@ -85,6 +85,9 @@ class AnswerStats:
     # An answer computed by a remote server: its figures as plain data (source, n_drafted, n_accepted,
     # acceptance_rate, server_tps, client_tps, client_ttft_s, note, host); empty for a local answer.
     remote: dict = field(default_factory=dict)
+    # The seed the answer was sampled with (the one asked for, or one drawn for it; None at temperature 0): plain
+    # decoding with it draws the same tokens as lookup, history and documents drafting did (sampling.Draws).
+    seed: int | None = None
     grammar_s: float = 0.0  # spent constraining tool calls with their grammar (engine/decoding/tool_grammar.py)
     n_grammar_rows: int = 0  # verified positions the grammar looked at
 

@@ -67,7 +67,8 @@ class Distribution:
             return int(self.ids[0])
         mixed = _mix(np.uint64(key) ^ self.ids.astype(np.uint64))
         u = ((mixed >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53  # in (0, 1)
-        return int(self.ids[np.argmax(np.log(self.probs) - np.log(-np.log(u)))])
+        with np.errstate(divide="ignore"):  # a probability that underflowed to 0 scores -inf: never drawn
+            return int(self.ids[np.argmax(np.log(self.probs) - np.log(-np.log(u)))])
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

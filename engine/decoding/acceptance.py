@@ -36,7 +36,7 @@ def verify_sampled(
     drafts: list[int],
     p_draft: list[Distribution | None],
     rng: np.random.Generator,
-    draw: Callable[[int], float],
+    draw: Callable[[int], int],
 ) -> Verdict:
     """Temperature > 0: the rejection rule.
 
@@ -45,9 +45,9 @@ def verify_sampled(
     normalize(max(p_target - p_draft, 0)). A fully accepted draft takes a bonus token from the
     target's last row. A deterministic drafter (prompt lookup) passes None for p_draft: it is a
     point mass on x, so this reduces to "keep x with probability p_target(x)", which is done as
-    "keep x iff it is the target's own draw at its position": draw(i) is the uniform number of row
-    i's position (sampling.Draws), and the target's draw there is its token after a rejection too.
-    So the tokens that come out are those plain decoding draws with the same numbers.
+    "keep x iff it is the target's own draw at its position": draw(i) is the key of row i's position
+    (sampling.Draws), and the target's draw there is its token after a rejection too. So the tokens
+    that come out are those plain decoding draws with the same keys.
     p_target may be lazy: rows after the first rejection are never read.
     """
     assert len(p_target) == len(drafts) + 1, "one target row per draft, plus the bonus row"

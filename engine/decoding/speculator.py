@@ -519,7 +519,7 @@ class Speculator:
 
     @staticmethod
     def _verify(logits: np.ndarray, draft: Draft, sampling: SamplingParams, rng, draws: Draws, first: int) -> Verdict:
-        """first: the position of the round's first new token, so row i draws with the number of position first + i."""
+        """first: the position of the round's first new token, so row i draws with the key of position first + i."""
         if sampling.greedy:
             return verify_greedy(np.argmax(logits, axis=1).tolist(), draft.tokens)
         rows = _TargetRows(logits, sampling)

@@ -65,10 +65,21 @@ class Distribution:
         and a candidate at the edge of top-p that one width keeps and another cuts only where it is drawn."""
         if len(self.ids) == 1:
             return int(self.ids[0])
-        mixed = _mix(np.uint64(key) ^ self.ids.astype(np.uint64))
+        return int(self.ids[np.argmax(self._scores(key, self.ids, self.probs))])
+
+    @staticmethod
+    def _scores(key: int, ids: np.ndarray, probs: np.ndarray) -> np.ndarray:
+        mixed = _mix(np.uint64(key) ^ ids.astype(np.uint64))
         u = ((mixed >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53  # in (0, 1)
         with np.errstate(divide="ignore"):  # a probability that underflowed to 0 scores -inf: never drawn
-            return int(self.ids[np.argmax(np.log(self.probs) - np.log(-np.log(u)))])
+            return np.log(probs) - np.log(-np.log(u))
+
+
+def keyed_scores(p: Distribution, key: int, tokens: list[int]) -> np.ndarray:
+    """What drawn_with compares: each token's log-probability plus its noise under the key; -inf for a token
+    outside the candidate set (top-k, top-p or min-p cut it)."""
+    ids = np.asarray(tokens, dtype=np.int64)
+    return Distribution._scores(key, ids, p.probs_at(ids))
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

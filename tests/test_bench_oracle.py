@@ -201,3 +201,19 @@ def test_the_agent_benchmark_takes_an_earlier_calibration_only_with_simulated_co
         with pytest.raises(SystemExit) as ended:  # before any model loads
             main(argv)
         assert ended.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_answers_drawn_with_different_seeds_are_not_judged_same_or_different():
+    # Above 0 each repeat draws with its own seed, so a configuration's median run may be another answer
+    # than auto's: whether the texts match says nothing then.
+    runs = [
+        Run("a", "plain", 0.7, n_tokens=64, decode_tps=30.0, text="x", seed=1),
+        Run("a", "draft-k4", 0.7, n_tokens=64, decode_tps=45.0, text="y", seed=2),
+        Run("a", "auto", 0.7, n_tokens=64, decode_tps=42.0, text="y", seed=1),
+        Run("b", "plain", 0.7, n_tokens=64, decode_tps=30.0, text="x", seed=1),
+        Run("b", "draft-k4", 0.7, n_tokens=64, decode_tps=45.0, text="y", seed=1),
+        Run("b", "auto", 0.7, n_tokens=64, decode_tps=42.0, text="z", seed=1),
+    ]
+    oracle = summarise(runs, [{"id": "a"}, {"id": "b"}], ["plain", "draft-k4", "auto"], None, None)["oracle"]["T0.7"]
+    assert "same_text" not in oracle["a"]
+    assert oracle["b"]["same_text"] is False

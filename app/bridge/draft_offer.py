@@ -2,7 +2,9 @@
 
 On a machine where drafting does not pay (a CPU, FACTS.md) auto decodes plainly, and the draft model
 only holds memory. The engine's statistics per drafter (AnswerStats.by_drafter) say what each answer
-drafted; after IDLE_ANSWERS answers in a row without a draft-model token, `idle` is emitted once.
+drafted; after IDLE_ANSWERS answers in a row without a draft-model token, `idle` is emitted once. An answer
+that calls tools comes in several passes (each ends in answer_finished): it counts once, when its last pass
+ends, and as drafted if any of its passes drafted.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal, Slot
 
 from engine.config import DrafterKind
+from engine.decoding.events import FinishReason
 
 IDLE_ANSWERS = 4
 
@@ -22,6 +25,7 @@ class DraftIdleWatch(QObject):
         self.info = None
         self.idle_answers = 0
         self.offered = False
+        self.answer_drafted = False  # an earlier pass of the answer going on (it called tools) drafted
         worker.loaded.connect(self.watch)
         worker.answer_finished.connect(self._on_answer)
 
@@ -37,7 +41,11 @@ class DraftIdleWatch(QObject):
         if self.info is None or self.info.draft_name is None or self.offered:
             return
         tally = done.stats.by_drafter().get(DrafterKind.DRAFT_MODEL)
-        self.idle_answers = 0 if tally is not None and tally.drafted else self.idle_answers + 1
+        self.answer_drafted |= tally is not None and tally.drafted > 0
+        if done.finish_reason == FinishReason.TOOL_CALLS:
+            return  # a step of the answer: its tools run, then the answer goes on in another pass
+        self.idle_answers = 0 if self.answer_drafted else self.idle_answers + 1
+        self.answer_drafted = False
         if self.idle_answers >= IDLE_ANSWERS:
             self.offered = True
             self.idle.emit(self.info)

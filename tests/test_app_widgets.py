@@ -212,3 +212,46 @@ def test_hovering_a_token_shows_its_tooltip(qtbot):
     qtbot.waitUntil(QToolTip.isVisible, timeout=2_000)
     assert QToolTip.text() == "token number 1"
     QToolTip.hideText()
+
+
+def test_an_answer_that_ends_having_written_nothing_says_so(qtbot):
+    from app.core.tool_steps import ToolStatus, ToolUse
+    from engine.decoding.events import FinishReason
+
+    view = ChatView()
+    qtbot.addWidget(view)
+    answer = Message(1, 1, "assistant", params={"target": "T"})
+    view.add_message(answer, streaming=True)
+    note = view.message_widget(1).silent_label
+
+    def shown(label) -> bool:
+        return label.isVisibleTo(label.parent())
+
+    assert not shown(note)  # still streaming: nothing to say yet
+    read = ToolUse("call-1", "read_file", {"path": "notes.txt"}, "files", status=ToolStatus.DONE, result="v1.4")
+    view.finish_message(
+        Message(1, 1, "assistant", "\n", complete=True, finish_reason="stop", params={"target": "T"}, tool_uses=[read])
+    )
+    assert shown(note) and note.text() == "The model ended its answer after its tool calls without writing anything."
+    view.add_message(Message(2, 1, "assistant", params={"target": "T"}), streaming=True)
+    view.finish_message(Message(2, 1, "assistant", "", complete=True, finish_reason="stop", params={"target": "T"}))
+    assert view.message_widget(2).silent_label.text() == "The model ended its answer without writing anything."
+    view.add_message(Message(5, 1, "assistant", params={"target": "T"}), streaming=True)
+    thought = Message(
+        5, 1, "assistant", "", complete=True, finish_reason="stop", params={"target": "T"}, reasoning="Hm."
+    )
+    view.finish_message(thought)
+    assert (
+        view.message_widget(5).silent_label.text()
+        == "The model ended its answer after thinking without writing anything."
+    )
+    # Words, or an answer stopped by the user, say nothing of the kind.
+    view.add_message(Message(3, 1, "assistant", params={"target": "T"}), streaming=True)
+    view.finish_message(Message(3, 1, "assistant", "v1.4", complete=True, finish_reason="stop", params={"target": "T"}))
+    assert not shown(view.message_widget(3).silent_label)
+    view.add_message(Message(4, 1, "assistant", params={"target": "T"}), streaming=True)
+    stopped = Message(
+        4, 1, "assistant", "", complete=True, finish_reason=FinishReason.CANCELLED, params={"target": "T"}
+    )
+    view.finish_message(stopped)
+    assert not shown(view.message_widget(4).silent_label)

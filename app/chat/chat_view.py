@@ -145,6 +145,10 @@ class MessageWidget(QFrame):
         theme.tint(self.error_label, theme.error_colour)
         theme.tint(self.meta_label)
         layout.addWidget(self.error_label)
+        self.silent_label = QLabel()  # an answer that ended by itself having written nothing says so
+        self.silent_label.setVisible(False)
+        theme.tint(self.silent_label)
+        layout.addWidget(self.silent_label)
 
         self.sources_panel = SourcesPanel(message.sources, self)  # hidden when the answer had no documents
         layout.addWidget(self.sources_panel)
@@ -313,6 +317,17 @@ class MessageWidget(QFrame):
             )
             self.error_label.setText(error_html(m.error + where))
         self.error_label.setVisible(bool(m.error))
+        silent = (
+            not self.is_user
+            and not self.streaming
+            and m.finish_reason == FinishReason.STOP
+            and not m.error
+            and not m.content.strip()
+        )
+        if silent:
+            after = " after its tool calls" if m.tool_uses else " after thinking" if m.reasoning.strip() else ""
+            self.silent_label.setText(f"The model ended its answer{after} without writing anything.")
+        self.silent_label.setVisible(silent)
         if self.footer:
             self.footer.set_params(m.params)
             self.footer.set_stats(self.live_stats or m.stats, message_state(m, self.streaming))

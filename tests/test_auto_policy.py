@@ -301,8 +301,8 @@ def test_engine_info_says_what_auto_learned_in_words():
         "6 ms more, verifying 16 tokens 96 ms more)",
         "draft: first token accepted 0.75, the next ones 0.90 (seen in 5 rounds)",
         "draft at temperature 0: 3.0 tokens drafted a round in 4.0 steps, 2.5 accepted",
-        "lookup (matches of 4+ tokens): first token accepted 1.00, the next ones not yet seen (seen in 1 rounds)",
-        "lookup (matches of 16+ tokens): first token accepted 1.00, the next ones 1.00 (seen in 1 rounds)",
+        "lookup (matches of 4+ tokens): first token accepted 1.00, the next ones not yet seen (seen in 1 round)",
+        "lookup (matches of 16+ tokens): first token accepted 1.00, the next ones 1.00 (seen in 1 round)",
     ]
     assert auto_memory.describe({"context": {"attention_s": "?"}}) == []
 

@@ -74,8 +74,8 @@ def test_per_drafter_tallies_and_the_details_line_read_the_records():
     assert (tallies[DrafterKind.LOOKUP].rounds, tallies[DrafterKind.LOOKUP].accepted) == (1, 1)
     assert tallies[DrafterKind.NONE].rounds == 2
     assert drafter_summary(stats).split("<br>") == [
-        "draft model: 1 rounds, mean draft length 4.0, 4/4 accepted (100%)",
-        "prompt lookup: 1 rounds, mean draft length 3.0, 1/3 accepted (33%)",
+        "draft model: 1 round, mean draft length 4.0, 4/4 accepted (100%)",
+        "prompt lookup: 1 round, mean draft length 3.0, 1/3 accepted (33%)",
         "2 plain steps (nothing drafted)",
     ]
 

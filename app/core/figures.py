@@ -284,10 +284,10 @@ def drafter_summary(stats: AnswerStats) -> str:
         if t is None:
             continue
         if drafter == DrafterKind.NONE:
-            lines.append(f"{t.rounds} plain steps (nothing drafted)")
+            lines.append(f"{t.rounds} plain {'step' if t.rounds == 1 else 'steps'} (nothing drafted)")
             continue
         lines.append(
-            f"{DRAFTER_LABELS[drafter]}: {t.rounds} rounds, mean draft length {t.mean_draft_length:.1f}, "
+            f"{DRAFTER_LABELS[drafter]}: {t.rounds} {'round' if t.rounds == 1 else 'rounds'}, mean draft length {t.mean_draft_length:.1f}, "
             f"{t.accepted}/{t.drafted} accepted ({t.acceptance_rate:.0%})"
         )
     return "<br>".join(lines)

@@ -83,7 +83,7 @@ def describe(memory: dict) -> list[str]:
             where = "" if band == "-" else f" (matches of {band}{'+' if int(band) >= 4 else ''} tokens)"
             lines.append(
                 f"{kind}{where}: first token accepted {_share(first_yes, first_no)}, "
-                f"the next ones {_share(next_yes, next_no)} (seen in {seen} rounds)"
+                f"the next ones {_share(next_yes, next_no)} (seen in {seen} {'round' if seen == 1 else 'rounds'})"
             )
             if isinstance(counts.get("rounds"), dict):
                 lines += _describe_rounds(kind, counts["rounds"])

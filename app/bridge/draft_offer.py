@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from engine import FinishReason
 from engine.config import DrafterKind
-from engine.decoding.events import FinishReason
 
 IDLE_ANSWERS = 4
 

@@ -13,7 +13,9 @@ from app.chat.rich_text import CodeBlock, MessageBody, TextPane, split_markdown
 from app.chat.stats_footer import StatsFooter
 from app.core.figures import GREEDY_PARTING, SAMPLED_PARTING, compare_texts, comparison_text, figures
 from app.core.store import Message, Token
+from app.core.tool_steps import ToolStatus, ToolUse
 from app.ui import theme
+from engine.decoding.events import FinishReason
 from engine.decoding.stats import AnswerStats
 
 ANSWER = "Here:\n\n```python\ndef f():\n    return 1\n```\n\nDone, **bold**.\n~~~\nraw\n~~~"
@@ -215,9 +217,6 @@ def test_hovering_a_token_shows_its_tooltip(qtbot):
 
 
 def test_an_answer_that_ends_having_written_nothing_says_so(qtbot):
-    from app.core.tool_steps import ToolStatus, ToolUse
-    from engine.decoding.events import FinishReason
-
     view = ChatView()
     qtbot.addWidget(view)
     answer = Message(1, 1, "assistant", params={"target": "T"})

@@ -98,3 +98,17 @@ def test_the_command_line_refuses_a_folder_that_is_not_there(tmp_path):
     )
     assert done.returncode == 2
     assert "absent" in done.stderr and "No such file or directory" in done.stderr
+
+
+def test_a_path_that_is_not_there_is_answered_with_the_nearest_ones(root):
+    # What a small model does: it puts the file in a folder of its own invention, or misspells it.
+    text, error = call(root, "read_file", path="project files/main.py")
+    assert error and text.endswith("'project files/main.py' does not exist; did you mean 'src/main.py'?")
+    text, error = call(root, "read_file", path="src/mian.py")
+    assert error and text.endswith("does not exist; did you mean 'src/main.py'?")
+    text, error = call(root, "search", pattern="x", path="sorc")
+    assert error and text.endswith("'sorc' does not exist; did you mean 'src'?")
+    text, error = call(root, "read_file", path="zzzz.toml")
+    assert error and text.endswith("'zzzz.toml' does not exist")  # nothing near: no guess
+    text, error = call(root, "read_file", path="key.txt")  # there only behind a link that leads out: not named
+    assert error and text.endswith("'key.txt' does not exist")

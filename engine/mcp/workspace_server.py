@@ -11,6 +11,8 @@ inside it: `..`, absolute paths and symlinks that lead out are refused. run_chec
 from __future__ import annotations
 
 import argparse
+import difflib
+import itertools
 import os
 import re
 import socket
@@ -47,8 +49,17 @@ class Workspace:
         if real != self.root and self.root not in real.parents:
             raise ToolError(f"{path!r} leads outside the workspace")
         if must_exist and not real.exists():
-            raise ToolError(f"{path!r} does not exist")
+            raise ToolError(f"{path!r} does not exist{self._nearest(path)}")
         return real
+
+    def _nearest(self, path: str) -> str:
+        """'; did you mean …?' with the workspace's paths nearest a missing one (a file of that name elsewhere,
+        or a close spelling), or nothing: a small model that guessed a path repeats the guess without it."""
+        files = [self.relative(f) for f in itertools.islice(self.files(self.root), MAX_LIST)]
+        known = sorted({*files, *(p for f in files for p in map(str, Path(f).parents) if p != ".")})
+        name = Path(path).name
+        near = [k for k in known if Path(k).name == name] or difflib.get_close_matches(path, known, n=3)
+        return f"; did you mean {' or '.join(repr(k) for k in near[:3])}?" if near else ""
 
     def relative(self, real: Path) -> str:
         return real.relative_to(self.root).as_posix() or "."

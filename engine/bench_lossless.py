@@ -163,10 +163,12 @@ def main(argv: list[str] | None = None) -> int:
             spec = answer_rows(engine, prompt["message"], sampling, MODES[mode])
             p = compare(prompt["id"], mode, plain, spec, sampling)
             partings.append(p)
-            where = "-" if p.at is None else str(p.at)
-            gaps = f"{p.plain_gap:9.3f} {p.spec_gap:8.3f} {p.spec_width:5d} {p.plain_rank:4d} {p.cause}"
-            gaps = "" if p.at is None else gaps
-            print(f"{p.prompt:14} {p.mode:9} {p.n_tokens:6d} {where:>8} {gaps}", flush=True)
+            line = f"{p.prompt:14} {p.mode:9} {p.n_tokens:6d}"
+            if p.at is None:
+                print(f"{line} {'-':>8} ", flush=True)
+            else:
+                gaps = f"{p.plain_gap:9.3f} {p.spec_gap:8.3f} {p.spec_width:5d} {p.plain_rank:4d} {p.cause}"
+                print(f"{line} {p.at:>8} {gaps}", flush=True)
     parted = [p for p in partings if p.at is not None]
     summary = {
         "answers": len(partings),

@@ -10,7 +10,7 @@ import sys
 import threading
 
 from engine.cli_tools import MAX_STEPS as MAX_TOOL_STEPS
-from engine.cli_tools import TerminalTools, call_line, result_lines, shown
+from engine.cli_tools import QUIT_COMMANDS, LeaveChat, TerminalTools, call_line, result_lines, shown
 from engine.config import (
     GPU_LAYERS_ALL,
     GPU_LAYERS_AUTO,
@@ -443,7 +443,7 @@ def cmd_chat(engine, args, library=None, tools: TerminalTools | None = None) -> 
             line = input("\n> ")
         except EOFError:
             return 0
-        if line.strip() in ("/quit", "/exit"):
+        if line.strip() in QUIT_COMMANDS:
             return 0
         if line.strip() == "/new":
             messages = messages[:1] if messages and messages[0].role == "system" else []
@@ -451,7 +451,10 @@ def cmd_chat(engine, args, library=None, tools: TerminalTools | None = None) -> 
                 tools.always.clear()  # "always" holds for a chat, as in the app
             continue
         if line.strip():
-            chat_turn(engine, args, library, tools, messages, line)
+            try:
+                chat_turn(engine, args, library, tools, messages, line)
+            except LeaveChat:  # /quit typed at a tool's question: the chat ends, that turn unanswered
+                return 0
 
 
 def start_tools(names: list[str]) -> TerminalTools | None:

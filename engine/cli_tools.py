@@ -21,6 +21,7 @@ from engine.tools import ToolCall, ToolSpec
 
 TOOL_TIMEOUT_S = 60.0  # one call, as in the app
 MAX_STEPS = 8  # passes of the model that may call tools in one answer, as in the app
+QUIT_COMMANDS = ("/quit", "/exit")  # leave the terminal chat, at its prompt or at a tool's question
 RESULT_LINES = 6  # of a result, the lines shown in the terminal (the model reads it whole)
 # Control characters but tab and newline: a server's words reach the terminal, and escape sequences in them could
 # retitle it, clear it or hide text; they are shown as \x1b and so on.
@@ -35,10 +36,14 @@ class CallOutcome:
     stop: str = ""
 
 
+class LeaveChat(Exception):
+    """The user typed /quit (or /exit) at a tool's question: the chat ends there, as it would at the prompt."""
+
+
 class TerminalTools:
     """The servers named, started on one McpHost: their tools, and calls asked of the user first.
 
-    ask(question) -> the user's line (input() by default; EOFError counts as no)."""
+    ask(question) -> the user's line (input() by default; EOFError counts as no, /quit raises LeaveChat)."""
 
     def __init__(self, names: Sequence[str], ask: Callable[[str], str] = input):
         from engine.mcp import load_config
@@ -108,14 +113,16 @@ class TerminalTools:
         """y, a or n; "" when Ctrl+C stops the answer at the question (it stops an answer, not the chat)."""
         while True:
             try:
-                answer = self._ask(prompt).strip().lower()[:1]
+                line = self._ask(prompt).strip().lower()
             except EOFError:
                 return "n"
             except KeyboardInterrupt:
                 print()  # the question's line ends
                 return ""
-            if answer in ("y", "a", "n"):
-                return answer
+            if line in QUIT_COMMANDS:
+                raise LeaveChat
+            if line[:1] in ("y", "a", "n"):
+                return line[:1]
 
     def close(self) -> None:
         if self._host is not None:

@@ -82,6 +82,15 @@ def test_no_ends_the_answer_and_the_chat_goes_on(workspace, qwen_paths):
     assert done.stderr.count("[stop]") == 1 and done.stderr.count("[tool_calls]") == 1
 
 
+def test_quit_at_the_question_leaves_the_chat(workspace, qwen_paths):
+    # Before, /quit was no answer: the question came again, and at the end of input the call counted as denied.
+    done = chat(qwen_paths, "--tools", "files", stdin=f"{QUESTION}\n/quit\nThis line is never read.\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("Run it on files?") == 1
+    assert "denied" not in done.stdout and "room Orchid" not in done.stdout  # nothing ran, nothing answered
+    assert done.stderr.count("[tool_calls]") == 1 and "[stop]" not in done.stderr
+
+
 def test_an_unknown_server_is_named_before_any_model_loads(workspace):
     done = chat_without_model("web")
     assert done.returncode == 2

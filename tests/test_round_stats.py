@@ -74,10 +74,17 @@ def test_per_drafter_tallies_and_the_details_line_read_the_records():
     assert (tallies[DrafterKind.LOOKUP].rounds, tallies[DrafterKind.LOOKUP].accepted) == (1, 1)
     assert tallies[DrafterKind.NONE].rounds == 2
     assert drafter_summary(stats).split("<br>") == [
-        "draft model: 1 round, mean draft length 4.0, 4/4 accepted (100%)",
-        "prompt lookup: 1 round, mean draft length 3.0, 1/3 accepted (33%)",
+        "draft model: 1 round, mean draft length 4.0, 4 of 4 drafted tokens accepted (100%)",
+        "prompt lookup: 1 round, mean draft length 3.0, 1 of 3 drafted tokens accepted (33%)",
         "2 plain steps (nothing drafted)",
     ]
+    # Allowed 8 and 15 tokens, lookup drafted one each time (its proposal ran into the end of the answer): the
+    # share accepted is of the 2 tokens drafted, not of the 23 allowed, and the line says which it is.
+    short = AnswerStats.from_dict(OLD_STORED_STATS | {"rounds": [["lookup", 8, 1, 1], ["lookup", 15, 1, 0]]})
+    assert (
+        drafter_summary(short)
+        == "prompt lookup: 2 rounds, mean draft length 11.5, 1 of 2 drafted tokens accepted (50%)"
+    )
 
 
 def test_a_conversation_stored_by_an_older_release_opens_and_exports(tmp_path):

@@ -279,6 +279,8 @@ def drafter_summary(stats: AnswerStats) -> str:
     if not tallies:
         return "no rounds"
     lines = []
+    # The draft length is what auto allowed; a drafter may draft fewer (its match ended, the answer would end,
+    # the draft model grew unsure), so the accepted share is of the tokens drafted, said as such.
     for drafter in DrafterKind:
         t = tallies.get(drafter)
         if t is None:
@@ -288,7 +290,7 @@ def drafter_summary(stats: AnswerStats) -> str:
             continue
         lines.append(
             f"{DRAFTER_LABELS[drafter]}: {t.rounds} {'round' if t.rounds == 1 else 'rounds'}, mean draft length {t.mean_draft_length:.1f}, "
-            f"{t.accepted}/{t.drafted} accepted ({t.acceptance_rate:.0%})"
+            f"{t.accepted} of {t.drafted} drafted {'token' if t.drafted == 1 else 'tokens'} accepted ({t.acceptance_rate:.0%})"
         )
     return "<br>".join(lines)
 

@@ -117,10 +117,37 @@ def test_rounds_chart_bins_long_answers_and_describes_rounds(qtbot):
     hist, split = Histogram(), TimeSplitBar()
     qtbot.addWidget(hist)
     qtbot.addWidget(split)
-    hist.set_hist({0: 2, 3: 5, 16: 1})
     split.set_times(0.1, 0.3, 0.05, 0.5)
-    assert not hist.grab().isNull() and not split.grab().isNull()
+    assert not split.grab().isNull()
     assert abs(split.parts["other"] - 0.05) < 1e-9
+
+
+def test_the_accepted_lengths_histogram_splits_each_bar_by_drafter(qtbot):
+    """Under a legend where green is the draft model, a bar of lookup's rounds was drawn green all the same."""
+    from engine import DrafterKind, Round
+
+    hist = Histogram()
+    qtbot.addWidget(hist)
+    hist.resize(300, hist.height())
+    rounds = [Round.of(r) for r in [("lookup", 3, 3, 3), ("draft", 4, 4, 3), ("none", 0, 0, 0), ("lookup", 8, 8, 0)]]
+    hist.set_rounds(rounds)
+    assert hist.toolTip().splitlines() == [
+        "Rounds per accepted length:",
+        "0 accepted: 1 round",
+        "3 accepted: 2 rounds (prompt lookup 1, draft model 1)",
+    ]
+    image = hist.grab().toImage()
+    colours = {image.pixelColor(x, y).name() for x in range(image.width()) for y in range(image.height())}
+    pal = hist.palette()
+    lookup, draft = (theme.source_colour(kind, pal).name() for kind in (DrafterKind.LOOKUP, DrafterKind.DRAFT_MODEL))
+    assert lookup in colours and draft in colours
+    # An answer stored with only its histogram: one neutral colour, no drafter's.
+    hist.set_rounds([], {0: 2, 3: 5, 16: 1})
+    image = hist.grab().toImage()
+    pixels = [image.pixelColor(x, y).name() for x in range(image.width()) for y in range(image.height())]
+    assert pixels.count(theme.subtle(pal).name()) > 200  # the bars (the axis labels' text has a few such pixels)
+    assert lookup not in pixels and draft not in pixels
+    assert "16 accepted: 1 round" in hist.toolTip()
 
 
 def test_footer_figures_and_comparison():

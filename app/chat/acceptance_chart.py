@@ -172,23 +172,39 @@ class RoundsChart(QWidget):
 
 
 class Histogram(QWidget):
-    """Rounds per accepted length (drafted rounds only), with the counts written on the bars."""
+    """Rounds per accepted length (drafted rounds only), with the counts written on the bars. Each bar is
+    split by drafter, in the colours of the legend beside it; an answer stored with no rounds (only its
+    histogram) is drawn in one neutral colour."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.hist: dict[int, int] = {}
+        self.hist: dict[int, Counter] = {}  # accepted length -> rounds per drafter (None: not known)
         self.setFixedHeight(round(self.fontMetrics().height() * 3.4))
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setAccessibleName("Histogram of accepted lengths")
 
-    def set_hist(self, hist: dict[int, int]) -> None:
-        self.hist = dict(hist)
+    def set_rounds(self, rounds: Sequence[Round], hist: dict[int, int] | None = None) -> None:
+        """The answer's rounds; hist (accepted length -> rounds) stands in where no rounds were kept."""
+        self.hist = {}
+        for r in rounds:
+            if r.drafter != DrafterKind.NONE and r.drafted:
+                self.hist.setdefault(r.accepted, Counter())[r.drafter] += 1
+        if not rounds:
+            self.hist = {length: Counter({None: n}) for length, n in (hist or {}).items() if n}
         self.setToolTip(
-            "Rounds per accepted length:\n" + "\n".join(f"{k} accepted: {v} rounds" for k, v in sorted(hist.items()))
-            if hist
+            "Rounds per accepted length:\n" + "\n".join(self._line(k) for k in sorted(self.hist))
+            if self.hist
             else "No drafted rounds"
         )
         self.update()
+
+    def _line(self, length: int) -> str:
+        by = self.hist[length]
+        total = sum(by.values())
+        line = f"{length} accepted: {total} {'round' if total == 1 else 'rounds'}"
+        if len(by) > 1:
+            line += " (" + ", ".join(f"{DRAFTER_LABELS[d]} {n}" for d, n in by.most_common()) + ")"
+        return line
 
     def sizeHint(self) -> QSize:
         return QSize(260, self.height())
@@ -204,25 +220,28 @@ class Histogram(QWidget):
             painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "no drafted rounds")
             return
         top_len = max(self.hist)
-        top_count = max(self.hist.values())
+        top_count = max(sum(by.values()) for by in self.hist.values())
         slot = min(area.width() / (top_len + 1), fm.horizontalAdvance("0000") * 1.4)
-        colour = theme.source_colour(DrafterKind.DRAFT_MODEL, pal)
         wide = fm.horizontalAdvance("00") + 2
         every = 1 if slot >= wide else 2 if 2 * slot >= wide else 4
         for length in range(top_len + 1):
-            count = self.hist.get(length, 0)
+            by = self.hist.get(length, Counter())
+            count = sum(by.values())
             x = area.left() + length * slot
-            h = area.height() * count / top_count
-            painter.fillRect(QRectF(x + 1, area.bottom() - h, slot - 2, h), colour)
+            bottom = area.bottom()
+            for drafter in [*DrafterKind, None]:  # stacked in the legend's order
+                if by[drafter]:
+                    h = area.height() * by[drafter] / top_count
+                    colour = theme.source_colour(drafter, pal) if drafter is not None else theme.subtle(pal)
+                    painter.fillRect(QRectF(x + 1, bottom - h, slot - 2, h), colour)
+                    bottom -= h
             if length % every == 0:
                 painter.setPen(theme.subtle(pal))
                 label = QRectF(x - slot, area.bottom(), 3 * slot, label_h)
                 painter.drawText(label, Qt.AlignmentFlag.AlignCenter, str(length))
             if count:
                 painter.setPen(pal.color(QPalette.ColorRole.WindowText))
-                painter.drawText(
-                    QRectF(x, area.bottom() - h - label_h, slot, label_h), Qt.AlignmentFlag.AlignCenter, str(count)
-                )
+                painter.drawText(QRectF(x, bottom - label_h, slot, label_h), Qt.AlignmentFlag.AlignCenter, str(count))
 
 
 TIME_PARTS = (("drafting", "draft"), ("verifying", "verify"), ("sampling", "sample"), ("other", "other"))

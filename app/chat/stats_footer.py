@@ -260,7 +260,7 @@ class DetailsPanel(QFrame):
             + "   (light: drafted, solid: accepted)"
         )
         self.drafters.setText(drafter_summary(stats))
-        self.histogram.set_hist(stats.accepted_hist)
+        self.histogram.set_rounds(stats.rounds, stats.accepted_hist)
         self.time_bar.set_times(stats.t_draft, stats.t_verify, stats.t_sample, stats.gen_s)
         colours = time_colours(pal)
         parts = self.time_bar.parts

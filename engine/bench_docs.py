@@ -11,7 +11,8 @@ and with --corpus any folder, e.g. a Python installation's standard library), it
 3. document QA with the starter pair: each prompt grounded in its passages as the app does, answered
    plainly, by auto without the documents drafter and by auto with it, interleaved, --repeats
    times, at temperature 0 and 0.7: decode tokens/s, speedup over plain, the share of the answer
-   drafted from the documents.
+   drafted from the documents, and the speedup auto's answers said they were worth (the footer's estimate)
+   against the measured one.
 
 Prints tables and writes JSON. Timings mean something only on a quiet machine.
 """
@@ -134,6 +135,7 @@ def qa_runs(engine: Engine, library: Library, name: str, prompts: list[str], arg
                             "n_prompt_tokens": s.n_prompt_tokens,
                             "n_tokens": s.n_tokens,
                             "decode_tps": s.gen_tps,
+                            "estimated": s.estimated_speedup,  # what the answer's footer says it was worth
                             "from_documents": s.tokens_by_source.get("documents", 0),
                             "from_lookup": s.tokens_by_source.get("lookup", 0),
                         }
@@ -149,6 +151,7 @@ def summarise(runs: list[dict]) -> list[dict]:
         tps = {c: statistics.median(r["decode_tps"] for r in mine if r["config"] == c) for c in CONFIGS}
         auto = [r for r in mine if r["config"] == "auto"]
         share = sum(r["from_documents"] for r in auto) / max(sum(r["n_tokens"] for r in auto), 1)
+        estimated = statistics.median(r["estimated"] for r in auto)
         rows.append(
             {
                 "prompt": prompt,
@@ -157,6 +160,9 @@ def summarise(runs: list[dict]) -> list[dict]:
                 "auto_no_documents_x": tps["auto-no-documents"] / tps["plain"],
                 "auto_x": tps["auto"] / tps["plain"],
                 "documents_share": share,
+                # The footer's estimate against the measured ratio (medians of both): the issue asks for 10 %.
+                "auto_estimated_x": estimated,
+                "estimate_error": estimated / (tps["auto"] / tps["plain"]) - 1,
             }
         )
     return rows
@@ -250,11 +256,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"## median of {args.repeats} interleaved runs; speedup = decode tok/s over plain's")
             print(
                 f"{'prompt':50} {'T':>4} {'plain tok/s':>11} {'auto w/o docs':>13} {'auto':>6} {'from documents':>14}"
+                f" {'estimated':>9} {'est. err':>8}"
             )
             for r in rows:
                 print(
                     f"{r['prompt'][:50]:50} {r['temperature']:4.1f} {r['plain_tps']:11.1f}"
                     f" {r['auto_no_documents_x']:12.2f}x {r['auto_x']:5.2f}x {r['documents_share']:13.0%}"
+                    f" {r['auto_estimated_x']:8.2f}x {r['estimate_error']:+8.1%}"
                 )
         library.close()
         held_out.close()

@@ -11,8 +11,9 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 # The README's definition of the estimate (its table of figures under each answer).
 METHOD = (
     "what plain decoding would have taken (one single-token step per token, priced from each round's own "
-    "measured verification time by this machine's step/batch cost ratio, plus what a plain step costs beyond it, "
-    "as measured: sampling, the text, the window) ÷ the time the tokens took"
+    "measured verification time by this machine's step/batch cost ratio, never above what the answer's own plain "
+    "steps took, plus what a plain step costs beyond it, as measured: sampling, the text, the window) ÷ the time the "
+    "tokens took"
 )
 
 

@@ -3,6 +3,7 @@ the last, a drafter plugged into the loop as a new class, each drafter's own cou
 and the calibration record."""
 
 import json
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -323,3 +324,30 @@ def test_the_calibration_says_what_a_token_costs_at_each_width():
         "draft-model step 20.0 ms (0.50 of a step)",
         "draft model catching up 4.00 ms a token of a new prompt",
     ]
+
+
+class WideIsDearTarget(RuleTarget):
+    """Decodes cost what they would on a CPU after a long prompt: a 5-token batch five times one token."""
+
+    STEP_S = 0.01
+
+    def eval(self, tokens, n_logits=1, checkpoint=None, width=0):
+        if n_logits:
+            time.sleep(self.STEP_S * n_logits)
+        return super().eval(tokens, n_logits, checkpoint, width)
+
+
+def test_the_estimate_prices_plain_decoding_no_dearer_than_the_answer_s_own_plain_steps():
+    """The footer's estimate prices a drafted round's plain tokens by the batch/step ratio the CostModel
+    believes. Here it believes a GPU's (5 tokens for 1.05 steps) while every token really costs a step, as a
+    wide batch after a long prompt did on a CPU before the context's cost was learned: priced by that ratio
+    alone, plain decoding looked 4.8 times slower than its own steps and the answer said 4.7x for 1x."""
+    from engine.decoding.policy import FixedCosts
+
+    s = Speculator(WideIsDearTarget(), costs=FixedCosts(GPU_COSTS))
+    s.drafters.append(Oracle())
+    _, done = answer(s, SpecParams(mode=DrafterMode.DRAFT_MODEL, draft_length=4))
+    assert done.stats.n_accepted == done.stats.n_drafted > 20  # every draft accepted: 5 tokens a round
+    # Plain decoding of these 40 tokens takes 40 steps; each drafted round took 5. The estimate says about 1x
+    # (what the answer's plain steps cost beyond their decode shifts it a little), not 4.7x.
+    assert 0.7 < done.stats.estimated_speedup < 1.5

@@ -12,6 +12,7 @@ what the round cost; stream turns them into text, TokenEvents, RoundEvents and t
 from __future__ import annotations
 
 import itertools
+import statistics
 import threading
 import time
 from collections import Counter
@@ -56,6 +57,7 @@ WIDE_CALIBRATION_SIZES = (16, 32)
 # times it after this many tokens.
 ATTENTION_CONTEXT = 512
 DRAFT_PREFILL_SIZE = 16  # the draft model's per-token cost of catching up, until a real catch-up is timed
+RECENT_PLAIN_STEPS = 15  # an answer's last plain steps, whose median caps what a drafted round says plain costs
 # Probes: a drafter that learns only by drafting (a model) is tried by auto, at the length that
 # would pay were its tokens mostly accepted (PROBE_RATES), while it has been judged on fewer than
 # PROBE_SEEN rounds (at most one probe in PROBE_GAP rounds), and again after REPROBE_ROUNDS rounds
@@ -340,6 +342,7 @@ class Speculator:
         for drafter in self.drafters:
             drafter.begin(spec, sampling.greedy)
         committed = list(prompt)
+        plain_steps: list[float] = []  # this answer's plain rounds' decodes (what plain decoding pays here, now)
         for n_round in itertools.count():
             self.answer_rounds = n_round
             if cancel is not None and cancel.is_set():
@@ -369,8 +372,16 @@ class Speculator:
             t2 = time.perf_counter()
             self.costs.observe_verify(width, t1 - t0, context)
             # Plain decoding pays one single-token step per token: priced from this round's own
-            # timing, so a machine busier now than at calibration does not inflate the estimate.
+            # timing, so a machine busier now than at calibration does not inflate the estimate. That
+            # prices it by the batch/step ratio the CostModel believes, which after a long prompt (passages,
+            # tool results) can be the calibration's while a wide batch has grown dearer than a step (it
+            # attends to the context 16 times over): the answer's own recent plain steps, timed at this
+            # context, cap it. The first round is always one.
             plain_step = (t1 - t0) * self.costs.verify_s(1) / self.costs.verify_s(len(draft) + 1)
+            if draft.tokens:
+                plain_step = min(plain_step, statistics.median(plain_steps[-RECENT_PLAIN_STEPS:]))
+            else:
+                plain_steps.append(t1 - t0)
             for drafter in self.drafters:
                 drafter.accept(draft, verdict)
             new = draft.tokens[: verdict.n_accepted] + [verdict.next_token]

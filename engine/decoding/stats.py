@@ -118,7 +118,9 @@ class AnswerStats:
         README's formula: one single-token step per token, each round's tokens priced from that
         round's own measured verification time by the machine's step/batch cost ratio (the
         engine prices a round in RoundEvent.plain_s; apply_to sums them into plain_estimate_s),
-        so a machine that is busier now than at calibration does not inflate the figure; and per
+        so a machine that is busier now than at calibration does not inflate the figure, and never above
+        the median of the answer's recent plain steps (after a long prompt a wide batch grows dearer than a
+        step, which the calibration's ratio does not know until the context's cost is learned); and per
         token what a plain step costs beyond its decode (sampling, the text layer, the reader of the
         events: CostModel.plain_overhead_s), which plain decoding pays too. The
         token that ends the answer counts: plain decoding pays a step for it too. Answers stored

@@ -19,7 +19,8 @@ DRAFTER_LABELS = {
 ESTIMATE_TIP = (
     "An estimate, not a measurement: what plain decoding would have taken (one single-token step per token, "
     "priced from each round's own measured verification time by this machine's step/batch cost ratio, "
-    "never above what the answer's own plain steps took, plus what a plain step costs beyond it, as measured: sampling, the text, the window) "
+    "never above what the answer's own plain steps took, "
+    "plus what a plain step costs beyond it, as measured: sampling, the text, the window) "
     "÷ the time the tokens took. Details shows the numbers.\n"
     "“Compare with plain decoding” measures the real ratio."
 )

@@ -28,12 +28,19 @@ def checks(qwen_paths):
 def test_the_grammar_waits_for_a_call_then_holds_it_to_the_tools(checks):
     assert checks["before"] == {" check": True, "<eos>": True}  # free text until a call opens
     # A token that would open a call with text no call can have is ruled out (llama.cpp would abort).
-    assert checks["start"] == {"{{": False, '{"': True, "Hello": True, "<eos>": True}
+    assert checks["start"] == {'"}': False, '",': True, "_": True}
+    assert checks["bare"] == {"arguments": True, "city": False}  # a bare call, once it names a tool, is held
     assert checks["prose"] == {"city": True, "Hello": True}
     assert checks["opened"] == {"{": True, "Hello": False, "<eos>": False}
     assert checks["name"] == {"get": True, "set": False, "<eos>": False}  # only a tool offered
     assert checks["after call"] == {"\n": True, "<eos>": True}
     assert checks["after call, single"] == {"\n": False, "<eos>": True}
+
+
+def test_json_the_user_asked_for_is_not_made_a_call(checks):
+    answers = checks["user json"]
+    assert '"name": "Ann"' in answers["False"]["text"] and answers["False"]["calls"] == []
+    assert answers["True"]["tokens"] == answers["False"]["tokens"] and answers["True"]["calls"] == []
 
 
 def test_constrained_calls_are_lossless_at_temperature_zero(checks):
@@ -60,7 +67,7 @@ def test_llama3_and_mistral_calls_have_their_own_grammars(checks):
     until its marker, then only that family's call to a tool offered, ending where its syntax ends."""
     llama3, mistral = checks["families"]["llama3"], checks["families"]["mistral"]
     assert llama3["before"] == {" check": True, "<eos>": True}
-    assert llama3["start"] == {'{"': True, "{{": False, "Hello": True, "<eos>": True}
+    assert llama3["start"] == {'"}': False, '",': True}
     assert llama3["tagged"] == {'{"': True, "Hello": False, "<eos>": False}
     assert llama3["key"] == {"parameters": True, "arguments": False}  # Llama 3's own key
     assert llama3["after call"] == {"<eos>": True, "{": False, ",": False}  # one call per message

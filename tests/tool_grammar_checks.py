@@ -85,6 +85,23 @@ def outcome(events: list) -> dict:
     }
 
 
+def user_json(engine: Engine) -> dict:
+    """An answer the user asked to be JSON, with a tool offered: the grammar must leave it alone (it
+    once forced the answer's first `{` into a call to get_weather)."""
+    question = [
+        ChatMessage("system", SYSTEM),
+        ChatMessage("user", 'Reply with only a JSON object with the keys "name" and "age" for Ann, who is 31.'),
+    ]
+    sampling = SamplingParams(temperature=0.0, max_tokens=40)
+    out = {}
+    for grammar in (False, True):
+        events = list(
+            engine.chat(question, sampling, SpecParams(mode=DrafterMode.OFF), tools=[WEATHER], tool_grammar=grammar)
+        )
+        out[str(grammar)] = outcome(events) | {"text": "".join(e.text for e in events if isinstance(e, TokenEvent))}
+    return out
+
+
 def forced(engine: Engine, syntax: ToolSyntax, mode: DrafterMode) -> dict:
     """At temperature 0, an answer made to call a tool in another family's syntax (the model's own
     template asks for Hermes calls): the grammar alone makes it that family's call."""
@@ -108,7 +125,7 @@ def families(engine: Engine) -> dict:
     return {
         "llama3": {
             "before": allowed(engine, "Let me", [" check", "<eos>"], LLAMA3),
-            "start": allowed(engine, "", ['{"', "{{", "Hello", "<eos>"], LLAMA3),
+            "start": allowed(engine, '{"name": "get_weather', ['"}', '",'], LLAMA3),
             "tagged": allowed(engine, "<|python_tag|>", ['{"', "Hello", "<eos>"], LLAMA3),
             "key": allowed(engine, '{"name": "get_weather", "', ["parameters", "arguments"], LLAMA3),
             "after call": allowed(engine, call, ["<eos>", "{", ","], LLAMA3),
@@ -136,8 +153,11 @@ def main(target: str, draft: str) -> None:
     try:
         result = {
             "before": allowed(engine, "Let me", [" check", "<eos>"]),
-            # `{` opens a bare call at the start; `{{` would hand the grammar a brace it has no rule for.
-            "start": allowed(engine, "", ["{{", '{"', "Hello", "<eos>"]),
+            # A bare object naming a tool opens a call at the start; a token that would hand the grammar a
+            # call with no arguments is ruled out, as llama.cpp would abort on it.
+            "start": allowed(engine, '{"name": "get_weather', ['"}', '",', "_"]),
+            "bare": allowed(engine, '{"name": "get_weather", "', ["arguments", "city"]),
+            "user json": user_json(engine),
             "prose": allowed(engine, "Pass it as {", ["city", "Hello"]),  # a brace in prose opens nothing
             "opened": allowed(engine, "<tool_call>\n", ["{", "Hello", "<eos>"]),
             "name": allowed(engine, '<tool_call>\n{"name": "', ["get", "set", "<eos>"]),

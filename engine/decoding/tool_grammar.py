@@ -1,8 +1,9 @@
 """Tool calls constrained by a lazy grammar, verified losslessly.
 
-Once the model opens a call (`<tool_call>`, or a ```json fence or `{` at the very start of its answer) the
-call must be a JSON object naming one of the tools offered, with arguments that follow the tool's
-JSON schema (llama-cpp-python's schema converter writes the rules). Each syntax the parser reads has
+Once the model opens a call (`<tool_call>`, or at the very start of its answer a JSON object, bare or
+in a ```json fence, whose first key names a tool offered) the call must be a JSON object naming one of
+the tools offered, with arguments that follow the tool's JSON schema (llama-cpp-python's schema
+converter writes the rules). Each syntax the parser reads has
 its grammar: Hermes (Qwen, Hermes, the fallback), Llama 3.x and Mistral (both of its forms).
 
 Lossless: each verified position's logits are masked by the grammar in the state the draft tokens
@@ -28,7 +29,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from llama_cpp.llama_grammar import SchemaConverter
 
-from engine.llama.grammar import Grammar, Trigger, VocabPieces
+from engine.llama.grammar import Grammar, StartTrigger, Trigger, VocabPieces
 from engine.tools import HERMES, LLAMA3, MISTRAL, ToolSpec, ToolSyntax
 
 # JSON whitespace as models write it (the converter's own rule allows one space only).
@@ -108,13 +109,26 @@ def mistral_gbnf(tools: Sequence[ToolSpec], single: bool = False) -> str:
     )
 
 
-# The grammar takes over from the marker: <tool_call> anywhere, a fence or a bare object only as the answer.
-HERMES_TRIGGERS = (
-    Trigger("<tool_call>", anywhere=True),
-    Trigger("```json", anywhere=False),
-    Trigger("{", anywhere=False),
-)
-LLAMA3_TRIGGERS = (Trigger("<|python_tag|>", anywhere=True), Trigger("{", anywhere=False))
+# Where a call begins without its family's marker: a JSON object at the very start of the answer (or in a
+# ```json fence there, for Hermes) whose first key names a tool offered, spaced as models space JSON. Not
+# at a bare `{` or fence: an answer the user asked to be JSON would be forced into a call.
+_BRACE_SPACING = ("", " ", "\n", "\n  ", "\n    ", "\n\t")
+
+
+def _unmarked_call(tools: Sequence[ToolSpec], starts: tuple[str, ...]) -> StartTrigger:
+    names = tuple(json.dumps(t.name) for t in tools)
+    return StartTrigger((starts, _BRACE_SPACING, ('"name":',), ("", " "), names))
+
+
+def hermes_triggers(tools: Sequence[ToolSpec]) -> tuple[Trigger | StartTrigger, ...]:
+    """<tool_call> anywhere; a call object, bare or fenced, only as the answer."""
+    return Trigger("<tool_call>", anywhere=True), _unmarked_call(tools, ("{", "```json\n{"))
+
+
+def llama3_triggers(tools: Sequence[ToolSpec]) -> tuple[Trigger | StartTrigger, ...]:
+    return Trigger("<|python_tag|>", anywhere=True), _unmarked_call(tools, ("{",))
+
+
 MISTRAL_TRIGGERS = (Trigger("[TOOL_CALLS]", anywhere=True),)
 
 
@@ -127,9 +141,9 @@ def make_tool_grammar(
     if not tools:
         return None
     if syntax == HERMES:
-        gbnf, triggers = hermes_gbnf(tools, forced, single), HERMES_TRIGGERS
+        gbnf, triggers = hermes_gbnf(tools, forced, single), hermes_triggers(tools)
     elif syntax == LLAMA3:
-        gbnf, triggers = llama3_gbnf(tools), LLAMA3_TRIGGERS
+        gbnf, triggers = llama3_gbnf(tools), llama3_triggers(tools)
     elif syntax == MISTRAL:
         gbnf, triggers = mistral_gbnf(tools, single), MISTRAL_TRIGGERS
     else:

@@ -9,14 +9,16 @@ tool_grammar.py keeps a copy per verified position), so rejected drafts never re
 llama.cpp aborts the process when a grammar is made to accept a token it forbids, or an end of
 generation before it is complete: callers accept only tokens mask()/allows() let through and never
 an end-of-generation token. While a lazy grammar waits, llama.cpp lets every token through, including
-one that opens a call and goes on with text the grammar cannot take (`{{` at the start of an answer:
-the grammar would start at `{` and the second brace has no rule). Accepting it aborts, so the triggers
-are mirrored here (TriggerWatch) and such a token is forbidden like any other the grammar rules out.
+one that opens a call and goes on with text the grammar cannot take (a token `"}` after `{"name":
+"get_weather`: the grammar would start at `{` and wants the arguments after the name). Accepting it
+aborts, so the triggers are mirrored here (TriggerWatch) and such a token is forbidden like any other
+the grammar rules out.
 """
 
 from __future__ import annotations
 
 import ctypes
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,8 +49,34 @@ class Trigger:
         """The std::regex llama.cpp searches the answer so far for. No `[\\s\\S]*` around it: searching
         already finds it anywhere, and libstdc++'s regex recurses once per character such a loop
         takes, which a long answer turns into a stack overflow."""
-        literal = "".join("\\" + c if c in "\\^$.|?*+()[]{}/" else c for c in self.text)
+        literal = _escaped(self.text)
         return f"({literal})" if self.anywhere else f"^\\s*({literal})"
+
+
+def _escaped(text: str) -> str:
+    return "".join("\\" + c if c in "\\^$.|?*+()[]{}/" else c for c in text)
+
+
+@dataclass(frozen=True)
+class StartTrigger:
+    """Start triggers spelled as one choice from each slot in turn: `{`, then any of the ways models
+    space a key, then `"name": ` and the name of one tool offered, say. llama.cpp gets one pattern
+    with a group of choices per slot, not one alternative per spelling: libstdc++'s regex aborts
+    the process past 100,000 states, which some 3,000 spelled-out alternatives reach."""
+
+    slots: tuple[tuple[str, ...], ...]
+
+    def literals(self) -> list[Trigger]:
+        """Every spelling, as the triggers the mirror (TriggerWatch) watches for."""
+        return [Trigger("".join(parts), anywhere=False) for parts in itertools.product(*self.slots)]
+
+    def pattern(self) -> str:
+        choices = "".join("(?:" + "|".join(_escaped(c) for c in slot) + ")" for slot in self.slots)
+        return f"^\\s*({choices})"
+
+
+def _spelled(triggers: Sequence[Trigger | StartTrigger]) -> list[Trigger]:
+    return [t for trigger in triggers for t in (trigger.literals() if isinstance(trigger, StartTrigger) else [trigger])]
 
 
 class VocabPieces:
@@ -99,8 +127,8 @@ class TriggerWatch:
     """What llama.cpp's lazy grammar has seen while it waits, kept only as far as the triggers need it
     (the end of the answer, and its start while that could still open a call)."""
 
-    def __init__(self, triggers: Sequence[Trigger]):
-        self.triggers = [(t.text.encode(), t.anywhere) for t in triggers]
+    def __init__(self, triggers: Sequence[Trigger | StartTrigger]):
+        self.triggers = [(t.text.encode(), t.anywhere) for t in _spelled(triggers)]
         self._keep = max(len(text) for text, _ in self.triggers) - 1
         self.tail = b""  # the last bytes written
         self.start: bytes | None = b""  # the answer without leading whitespace, while a trigger may open it
@@ -158,7 +186,7 @@ class _Lazy:
     """What all states of one lazy grammar share: a non-lazy probe of the same grammar, and which tokens
     open it with text it cannot take, per trigger-watch key."""
 
-    def __init__(self, pieces: VocabPieces, gbnf: str, root: str, triggers: Sequence[Trigger]):
+    def __init__(self, pieces: VocabPieces, gbnf: str, root: str, triggers: Sequence[Trigger | StartTrigger]):
         self.pieces = pieces
         self.triggers = list(triggers)
         self.probe = _new_sampler(pieces.vocab, gbnf, root)
@@ -203,7 +231,7 @@ class _Lazy:
         self.close()
 
 
-def _new_sampler(vocab, gbnf: str, root: str, triggers: Sequence[Trigger] = ()):
+def _new_sampler(vocab, gbnf: str, root: str, triggers: Sequence[Trigger | StartTrigger] = ()):
     if triggers:
         keep = [t.pattern().encode() for t in triggers]
         array = (ctypes.c_char_p * len(keep))(*keep)
@@ -224,7 +252,7 @@ class Grammar:
         self,
         pieces: VocabPieces,
         gbnf: str = "",
-        triggers: Sequence[Trigger] = (),
+        triggers: Sequence[Trigger | StartTrigger] = (),
         root: str = "root",
         _sampler=None,
         _lazy: _Lazy | None = None,

@@ -262,3 +262,53 @@ def test_closing_mid_answer_keeps_what_streamed_marked_stopped(rig):
     stored = store.message(message.id)
     assert stored.complete and stored.content == "2, 3" and stored.finish_reason == "cancelled"
     assert not answers.busy and models.load_guard.last_problem(TARGET) is None  # abandoned, not failed
+
+
+class OneToolServer:
+    """The MCP service's surface a tool turn uses before any call is made: one server, running, one tool."""
+
+    def ensure(self, names) -> None:
+        pass
+
+    def pending(self, names) -> bool:
+        return False
+
+    def failure(self, name: str) -> str:
+        return ""
+
+    def tools(self, names):
+        from app.bridge.mcp_service import OfferedTool
+        from engine.tools import ToolSpec
+
+        return [OfferedTool("files", ToolSpec("read_file", "Read a file.", {"type": "object"}))]
+
+
+@pytest.mark.parametrize("reason", [FinishReason.STOP, FinishReason.LENGTH])
+def test_a_tool_call_that_cannot_be_read_is_said_not_shown_as_an_empty_answer(rig, reason):
+    from engine import AnswerStats, DoneEvent
+    from engine.tools import MalformedToolCall
+
+    host, store, _models, answers, settings, conv, messages, seen = rig
+    answers.mcp = OneToolServer()
+    message = answers.ask(conv.id, messages, settings, tool_servers=["files"])
+    request = host.requests[-1]
+    assert [t.name for t in request.tools] == ["read_file"]
+    # The call's markup never reaches the window (the worker skips it): the pass ends with no text.
+    bad = MalformedToolCall(
+        '<tool_call>\n{"name": "read_file", "arguments": {"path": "notes', "the call is not valid JSON"
+    )
+    done = DoneEvent(reason, AnswerStats(n_tokens=12, gen_s=1.0), "", malformed_calls=(bad,))
+    host.worker.answer_finished.emit(request.id, done)
+
+    stored = store.message(message.id)
+    assert stored.complete and not stored.tool_uses
+    if reason == FinishReason.LENGTH:
+        assert stored.finish_reason == FinishReason.LENGTH and "Max tokens in the middle of a tool call" in stored.error
+    else:
+        assert stored.finish_reason == FinishReason.TOOL_CALLS
+        assert (
+            stored.error
+            == "The model wrote a tool call that could not be read, so it was not run: the call is not valid JSON."
+        )
+    ((ended, _shown),) = seen.named("answer_ended")
+    assert ended.error == stored.error

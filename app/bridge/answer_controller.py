@@ -28,7 +28,15 @@ from app.bridge.mcp_service import CallOutcome, McpService
 from app.bridge.model_controller import ModelController
 from app.bridge.remote_answers import SHUTDOWN_WAIT_S as REMOTE_SHUTDOWN_S
 from app.bridge.remote_answers import RemoteAnswers, is_remote_request
-from app.bridge.tool_turn import MAX_STEPS, TOOL_TIMEOUT_S, ApprovalRequest, ToolTurn, Waiting, joined
+from app.bridge.tool_turn import (
+    MAX_STEPS,
+    TOOL_TIMEOUT_S,
+    ApprovalRequest,
+    ToolTurn,
+    Waiting,
+    joined,
+    unread_calls_note,
+)
 from app.bridge.worker import RequestPurpose
 from app.core.answers import STORE_WRITE_ERRORS, AnswerRecorder, answer_params, sampling_from_params, write_problem
 from app.core.attachments import prompt_text
@@ -504,6 +512,12 @@ class AnswerController(QObject):
 
     def _pass_done(self, rec: AnswerRecorder, turn: ToolTurn, done: DoneEvent) -> None:
         turn.stats = done.stats if turn.stats is None else turn.stats.then(done.stats)
+        unread = unread_calls_note(done)
+        if unread and not done.tool_calls:  # the call's markup is not shown: without this the answer looks empty
+            ended = done.finish_reason if done.finish_reason == FinishReason.LENGTH else FinishReason.TOOL_CALLS
+            done = replace(done, finish_reason=ended, error=unread)
+        elif unread:
+            self.notice.emit(unread.replace("so it was not run", "so it was not run (the others were)"))
         if done.finish_reason != FinishReason.TOOL_CALLS or not done.tool_calls:
             uses = bool(turn.uses)
             whole = replace(done, text=joined(turn.text, done.text), stats=turn.stats)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from app.core.tool_steps import ToolStatus, ToolUse, replay, tool_key
-from engine import ChatMessage, SamplingParams, SpecParams, ToolCall
+from engine import ChatMessage, DoneEvent, FinishReason, SamplingParams, SpecParams, ToolCall
 
 MAX_STEPS = 8  # passes of the model that may call tools in one answer; the next calls are not run
 TOOL_TIMEOUT_S = 60.0  # one call; Stop in the window ends it sooner
@@ -88,3 +88,17 @@ def joined(before: str, after: str) -> str:
     if before and after and not before.endswith("\n"):
         return before + "\n\n" + after.lstrip()
     return before + after
+
+
+def unread_calls_note(done: DoneEvent) -> str:
+    """What to tell the user about calls the pass wrote that could not be read (none were run), or ""."""
+    if not done.malformed_calls:
+        return ""
+    if done.finish_reason == FinishReason.LENGTH:
+        return (
+            "The answer reached its Max tokens in the middle of a tool call, so the call was not run. "
+            "Raise Max tokens in Settings (Ctrl+,) and regenerate."
+        )
+    bad = done.malformed_calls[0]
+    more = f" (and {len(done.malformed_calls) - 1} more)" if len(done.malformed_calls) > 1 else ""
+    return f"The model wrote a tool call that could not be read{more}, so it was not run: {bad.reason}."

@@ -129,8 +129,9 @@ class AnswerRecorder:
         self.flush()
         stats = done.stats
         stats.backend = stats.backend or self.stats.backend
-        # TOOL_CALLS with an error: a tool loop ended early (denied, timed out, its server lost).
-        ended_early = (FinishReason.ERROR, FinishReason.CONTEXT, FinishReason.TOOL_CALLS)
+        # TOOL_CALLS with an error: a tool loop ended early (denied, timed out, its server lost, a call that
+        # could not be read); LENGTH with one: the limit cut a call short.
+        ended_early = (FinishReason.ERROR, FinishReason.CONTEXT, FinishReason.TOOL_CALLS, FinishReason.LENGTH)
         error = done.error if done.finish_reason in ended_early else None
         self.reasoning = done.reasoning or self.reasoning.strip()
         self._finish(done.text, done.finish_reason, stats, error)

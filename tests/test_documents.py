@@ -248,8 +248,45 @@ def test_a_missing_source_folder_keeps_what_was_indexed_from_it(library, tmp_pat
     assert report.missing_sources == [str(licenses)] and report.dropped == 0
     assert "not found" in report.errors[0][1]
     assert library.counts(name)[0] == 4
+    assert library.errors(name) == report.errors  # in the collection's list until it is back
     moved.rename(licenses)
     assert indexer.update(library, name).unchanged == 4
+    assert library.errors(name) == []
+
+
+def test_what_cannot_be_opened_keeps_its_passages_is_listed_and_is_tried_again(library, tmp_path, monkeypatch):
+    folder = tmp_path / "share"
+    (folder / "team").mkdir(parents=True)
+    (folder / "team" / "plan.md").write_text("# Plan\n\nThe beavers build the dam in May.\n")
+    (folder / "notes.md").write_text("# Notes\n\nOtters sleep holding hands.\n")
+    team, notes = str(folder / "team"), str(folder / "notes.md")
+
+    # Access taken away, as on a share whose rights changed. Injected where the OS answers: these tests may
+    # run as root, whom chmod does not stop.
+    def refusing(real):
+        def opener(path=".", *args, **kwargs):
+            if os.fspath(path) in (team, notes):
+                raise PermissionError(13, "Permission denied", os.fspath(path))
+            return real(path, *args, **kwargs)
+
+        return opener
+
+    monkeypatch.setattr(indexer, "open", refusing(open), raising=False)
+    name = collection_of(library, folder)
+    first = indexer.update(library, name)
+    assert first.read == 1 and dict(library.errors(name)).keys() == {notes}  # plan.md read, notes.md refused
+
+    monkeypatch.undo()  # notes.md can be opened again: not changed, but tried again, and read
+    monkeypatch.setattr(os, "scandir", refusing(os.scandir))  # and now the folder team cannot
+    second = indexer.update(library, name)
+    assert second.read == 1 and second.dropped == 0
+    assert [path for path, _ in library.errors(name)] == [team] and "cannot be opened" in library.errors(name)[0][1]
+    assert retrieval.search(library, [name], "beavers")[0].path == str(folder / "team" / "plan.md")  # kept
+    assert retrieval.search(library, [name], "otters")[0].path == notes
+
+    monkeypatch.undo()
+    third = indexer.update(library, name)
+    assert library.errors(name) == [] and third.read == 0 and library.counts(name) == (2, 2, 0)
 
 
 def test_a_damaged_index_is_set_aside_and_built_again(tmp_path, licenses):

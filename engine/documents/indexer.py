@@ -8,8 +8,10 @@ far; the next run starts where this one stopped.
 
 Folders are walked without following links to folders (a link loop cannot trap it); links to
 files are read. Hidden folders and the usual tool caches are passed over. A source folder that
-is missing (an unplugged drive) keeps what was indexed from it and says so; a file that vanished
-is dropped from the index. Nothing is ever written to the user's files.
+is missing (an unplugged drive) or cannot be opened keeps what was indexed from it and is listed
+with the files that could not be read; a file that vanished is dropped from the index. A file that
+could not be opened is tried again at each update; one that was read but refused (a damaged PDF) only
+when it changes. Nothing is ever written to the user's files.
 """
 
 from __future__ import annotations
@@ -115,17 +117,23 @@ def update(
     report.errors.extend(folder_errors)
     known = library.file_states(name)
 
-    # Files gone from a folder that is still there (or from the collection) leave the index;
-    # a missing source keeps its files.
+    # Files gone from a folder that is still there (or from the collection) leave the index; a
+    # missing source, or a folder that cannot be opened now, keeps what was indexed from it.
+    unseen = report.missing_sources + [path for path, _ in folder_errors]
     for path in known.keys() - found.keys():
-        if not any(under(path, root) for root in report.missing_sources):
+        if not any(under(path, root) for root in unseen):
             library.drop_file(name, path)
             report.dropped += 1
+    # Listed with the files that could not be read, until the folder can be seen again (then dropped above).
+    for path, why in folder_errors:
+        if path not in known or known[path].error:  # never in place of a file source's own entry
+            library.store_file(name, FileState(path, 0, 0, "", why, 0), [])
 
     todo = []
     for path, f in sorted(found.items()):
         old = known.get(path)
-        if old is not None and (old.size, old.mtime_ns) == (f.size, f.mtime_ns):
+        could_not_open = old is not None and old.error and not old.sha256  # a permission, say: tried again
+        if old is not None and (old.size, old.mtime_ns) == (f.size, f.mtime_ns) and not could_not_open:
             report.unchanged += 1
         else:
             todo.append((f, old))
@@ -157,6 +165,7 @@ def update(
 def _index_file(library: Library, name: str, f: _Found, old: FileState | None, report: Report) -> int:
     """Read one file into the index; the number of passages stored."""
     path = Path(f.path)
+    data_hash = ""  # stays empty when the file cannot even be opened: the next update tries it again
     try:
         data_hash = sha256_of(path)
         if old is not None and not old.error and old.sha256 == data_hash:
@@ -172,7 +181,7 @@ def _index_file(library: Library, name: str, f: _Found, old: FileState | None, r
         return 0
     except (readers.UnreadableFile, OSError) as e:
         why = str(e) if isinstance(e, readers.UnreadableFile) else f"{path.name}: cannot be read ({e.strerror or e})."
-        library.store_file(name, FileState(f.path, f.size, f.mtime_ns, "", why, 0), [])
+        library.store_file(name, FileState(f.path, f.size, f.mtime_ns, data_hash, why, 0), [])
         report.errors.append((f.path, why))
         return 0
     passages = chunks.passages(document)

@@ -72,6 +72,10 @@ def test_binary_and_oversized_files_are_refused_with_a_reason(sample_files):
     not_pdf.write_text("not a pdf at all")
     with pytest.raises(AttachmentError, match="fake.pdf is not a readable PDF"):
         files.read(not_pdf)
+    old_word = sample_files["notes"].with_name("minutes.doc")
+    old_word.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(500))  # said what to do, not "binary"
+    with pytest.raises(AttachmentError, match=r"minutes.doc is an old Word document: save a copy as \.docx"):
+        files.read(old_word)
 
 
 def test_attachments_are_stored_survive_reopening_and_are_exported(tmp_path, sample_files):

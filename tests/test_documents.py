@@ -202,6 +202,8 @@ def test_bad_files_get_a_reason_each_and_the_rest_is_indexed(library, tmp_path):
     with open(folder / "huge.log", "wb") as f:  # sparse: 21 MB on paper, nothing on disk
         f.truncate(readers.MAX_TEXT_BYTES + 2**20)
     (folder / "photo.jpg").write_bytes(b"\xff\xd8\xff" + bytes(100))  # not a document: passed over, not reported
+    (folder / "minutes.doc").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(500))  # a document it cannot read
+    (folder / "letter.rtf").write_text("{\\rtf1\\ansi Dear otters,\\par}")
     (folder / "loop").symlink_to(folder)  # a link back to its own folder must not trap the walk
     (folder / "gone.md").symlink_to(folder / "nowhere.md")
 
@@ -209,8 +211,10 @@ def test_bad_files_get_a_reason_each_and_the_rest_is_indexed(library, tmp_path):
     report = indexer.update(library, name)
     reasons = dict(report.errors)
     assert report.read == 1 and set(reasons) == {
-        str(folder / n) for n in ("binary.txt", "damaged.pdf", "locked.pdf", "huge.log")
+        str(folder / n) for n in ("binary.txt", "damaged.pdf", "locked.pdf", "huge.log", "minutes.doc", "letter.rtf")
     }
+    assert "old Word document: save a copy as .docx" in reasons[str(folder / "minutes.doc")]
+    assert "rich text (RTF)" in reasons[str(folder / "letter.rtf")]
     assert "binary file" in reasons[str(folder / "binary.txt")]
     assert "not a readable PDF" in reasons[str(folder / "damaged.pdf")]
     assert "encrypted" in reasons[str(folder / "locked.pdf")]
@@ -220,7 +224,7 @@ def test_bad_files_get_a_reason_each_and_the_rest_is_indexed(library, tmp_path):
     # Unchanged bad files are not read again; one that is fixed is.
     assert indexer.update(library, name).read == 0
     (folder / "binary.txt").write_text("Now plain text about beavers.\n")
-    assert indexer.update(library, name).read == 1 and library.counts(name) == (2, 2, 3)
+    assert indexer.update(library, name).read == 1 and library.counts(name) == (2, 2, 5)
 
 
 def test_a_file_that_vanishes_or_changes_while_indexing_is_handled(library, tmp_path):

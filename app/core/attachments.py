@@ -74,6 +74,8 @@ def read(path: str | Path) -> Attachment:
     if not path.is_file():
         raise AttachmentError(f"{path.name} is not a file.")
     suffix = path.suffix.lower()
+    if suffix in readers.NOT_READ:  # .doc, .rtf, …: say what to save it as, not "a binary file"
+        raise AttachmentError(f"{path.name} is {readers.NOT_READ[suffix]}.")
     kind = "pdf" if suffix == ".pdf" else "document" if suffix in DOCUMENT_SUFFIXES else "text"
     limit = MAX_FILE_BYTES if kind == "text" else MAX_PDF_BYTES
     if size > limit:

@@ -198,8 +198,8 @@ def _scan(sources: list[str], report: Report) -> tuple[dict[str, _Found], list[t
     errors: list[tuple[str, str]] = []
 
     def consider(path: str):
-        if readers.format_of(Path(path)) is None:
-            return
+        if readers.format_of(Path(path)) is None and Path(path).suffix.lower() not in readers.NOT_READ:
+            return  # not a document (an image, an archive): passed over
         try:
             st = os.stat(path)
         except OSError:

@@ -6,8 +6,10 @@ docx_reader.py), OpenDocument text (.odt, as Markdown: odt_reader.py), e-books (
 in reading order, epub_reader.py, each through the HTML reader), Jupyter notebooks (.ipynb, as
 Markdown: notebook_reader.py), PowerPoint presentations (.pptx, as Markdown, a slide a page:
 pptx_reader.py) and Excel workbooks (.xlsx, a sheet a page of Markdown tables: xlsx_reader.py).
-Anything else is not a document (`format_of` says None) and is passed over, not reported: a folder
-of notes holds images too.
+Documents in formats Specula does not read (old Word, Excel and PowerPoint files, rich text, iWork,
+OpenDocument spreadsheets and presentations) are listed with what to save them as (NOT_READ), so a
+folder of them does not look indexed. Anything else is not a document (`format_of` says None) and is
+passed over, not reported: a folder of notes holds images too.
 A file that is a document but cannot be read raises UnreadableFile with the reason, for the user.
 """
 
@@ -119,6 +121,21 @@ SUFFIXES = {
 }
 
 
+# Documents people keep beside the formats above that Specula cannot read, and what to do about each.
+_SAVE_AS = "save a copy as {} (Save As in {}) and Specula reads that"
+NOT_READ = {
+    ".doc": "an old Word document: " + _SAVE_AS.format(".docx", "Word or LibreOffice"),
+    ".xls": "an old Excel workbook: " + _SAVE_AS.format(".xlsx", "Excel or LibreOffice"),
+    ".ppt": "an old PowerPoint presentation: " + _SAVE_AS.format(".pptx", "PowerPoint or LibreOffice"),
+    ".rtf": "rich text (RTF): " + _SAVE_AS.format(".docx, .odt or plain text", "any word processor"),
+    ".ods": "an OpenDocument spreadsheet: " + _SAVE_AS.format(".xlsx", "LibreOffice"),
+    ".odp": "an OpenDocument presentation: " + _SAVE_AS.format(".pptx", "LibreOffice"),
+    ".pages": "a Pages document: export it as Word (.docx) or PDF and Specula reads that",
+    ".numbers": "a Numbers spreadsheet: export it as Excel (.xlsx) and Specula reads that",
+    ".key": "a Keynote presentation: export it as PowerPoint (.pptx) or PDF and Specula reads that",
+}
+
+
 def citation(path: str, page: int | None, line_start: int, line_end: int) -> str:
     """Where a passage is, for a citation: "guide.pdf, page 3", "talk.pptx, slide 2", "budget.xlsx, sheet 1",
     "notes.md, lines 10–24", or "report.docx" (see location)."""
@@ -185,7 +202,8 @@ def read(path: Path, size: int | None = None) -> Document:
     """The document at path; UnreadableFile says why it cannot be read."""
     fmt = format_of(path)
     if fmt is None:
-        raise UnreadableFile(f"{path.name}: not a kind of file Specula reads.")
+        advice = NOT_READ.get(path.suffix.lower())
+        raise UnreadableFile(f"{path.name}: {advice}." if advice else f"{path.name}: not a kind of file Specula reads.")
     size = path.stat().st_size if size is None else size
     zipped_or_images = (Format.PDF, Format.DOCX, Format.ODT, Format.EPUB, Format.NOTEBOOK, Format.PPTX, Format.XLSX)
     limit = MAX_PDF_BYTES if fmt in zipped_or_images else MAX_TEXT_BYTES  # images make these big

@@ -27,7 +27,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from engine.documents.indexer import SKIPPED_FOLDERS
-from engine.documents.readers import SUFFIXES
+from engine.documents.readers import NOT_READ, SUFFIXES
 
 log = logging.getLogger(__name__)
 
@@ -139,4 +139,4 @@ def _relevant(path: str, source: str, folder: bool) -> bool:
     if any(part.startswith(".") or part in SKIPPED_FOLDERS for part in inside):
         return False
     suffix = Path(path).suffix.lower()
-    return folder or not suffix or suffix in SUFFIXES or suffix[1:].isdigit()
+    return folder or not suffix or suffix in SUFFIXES or suffix in NOT_READ or suffix[1:].isdigit()

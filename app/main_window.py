@@ -205,6 +205,7 @@ class MainWindow(QMainWindow):
         self.composer.documents_button.manage_documents.connect(self.open_documents)
         self.composer.documents_button.remote_sending_chosen.connect(self.choose_remote_passages)
         self.documents.summaries_ready.connect(self._update_documents_button)
+        self.documents.failed.connect(self._on_documents_failed)
         self.composer.tools_button.servers_chosen.connect(self.choose_tool_servers)
         self.composer.tools_button.manage_servers.connect(self.open_mcp_servers)
         self.mcp_servers_changed.connect(self._update_tools_button)  # servers added, renamed or removed
@@ -390,6 +391,13 @@ class MainWindow(QMainWindow):
             self.documents.refresh()
         self.documents_dialog.show()
         self.documents_dialog.raise_()
+
+    @Slot(str)
+    def _on_documents_failed(self, why: str) -> None:
+        """Work on the documents failed in the background (an index found damaged and rebuilt at launch, a
+        full disk while a watched folder changed): said in the chat, unless the Documents window says it."""
+        if self.documents_dialog is None or not self.documents_dialog.isVisible():
+            self.chat_view.show_notice(f"Your documents: {why}", actions=[("Documents…", self.open_documents)])
 
     def choose_collections(self, names: list[str]) -> None:
         chat = self.session.chat_settings

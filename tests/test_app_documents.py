@@ -172,6 +172,40 @@ def test_a_library_indexed_in_the_terminal_is_searched_by_the_app_and_both_keep_
     assert not [n.text() for n in window.chat_view.notices if "damaged" in n.text()]
 
 
+def test_an_index_found_damaged_at_launch_is_said_in_the_chat(
+    qtbot, make_window, smollm2_path, licenses, isolated_home
+):
+    """Rebuilt by the documents thread as the window opens, before any Documents window exists to say so."""
+    import os
+
+    from engine.documents import indexer
+    from engine.documents.library import Library
+    from engine.paths import documents_dir
+
+    library = Library(documents_dir())
+    library.add_collection("Licences")
+    library.add_sources("Licences", [str(licenses)])
+    indexer.update(library, "Licences")
+    library.close()
+    index = documents_dir() / "index.sqlite3"
+    data = bytearray(index.read_bytes())
+    data[100:4096] = os.urandom(4096 - 100)  # the first page: a damaged database
+    index.write_bytes(bytes(data))
+    for suffix in ("-wal", "-shm"):
+        Path(str(index) + suffix).unlink(missing_ok=True)
+
+    window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=8))
+
+    def said():
+        return [n for n in window.chat_view.notices if "damaged" in n.text()]
+
+    qtbot.waitUntil(lambda: bool(said()), timeout=60_000)
+    assert "Your documents: The document index was damaged" in said()[0].text() and list(
+        documents_dir().glob("index.damaged-*")
+    )
+    qtbot.waitUntil(lambda: window.documents.names() == ["Licences"], timeout=60_000)
+
+
 def test_without_collections_nothing_is_searched_and_no_panel_shows(qtbot, make_window, smollm2_path):
     window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=8))
     ask(qtbot, window, "Say hello.")

@@ -10,10 +10,47 @@ import pytest
 from engine.chat.template import ChatFormatter
 from engine.config import ChatMessage
 from engine.gguf.header import read_header
-from engine.tools import HERMES, LLAMA3, MISTRAL, ToolCall, ToolCallParser, ToolChoice, ToolChoiceMode, ToolSpec
+from engine.tools import (
+    HERMES,
+    LLAMA3,
+    MISTRAL,
+    QWEN_XML,
+    ToolCall,
+    ToolCallParser,
+    ToolChoice,
+    ToolChoiceMode,
+    ToolSpec,
+)
 from engine.tools import new_call_id as call_id
 
 TEMPLATES = Path(__file__).parent / "data" / "chat_templates"
+# The XML call form of Qwen3-Coder and Qwen3.5 (no such GGUF among the test models): a short template of
+# ours that writes calls and results as those models' templates do.
+QWEN_XML_TEMPLATE = r"""
+{%- if tools %}
+{{- "<|im_start|>system\nYou may call these functions:\n" }}
+{%- for tool in tools %}{{ tool | tojson ~ "\n" }}{% endfor %}
+{{- "To call one, reply with:\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter>\n"
+    ~ "value\n</parameter>\n</function>\n</tool_call><|im_end|>\n" }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == "assistant" and message.tool_calls %}
+{{- "<|im_start|>assistant\n" }}
+{%- for call in message.tool_calls %}
+{{- "<tool_call>\n<function=" ~ call.function.name ~ ">\n" }}
+{%- for key, value in call.function.arguments | items %}
+{{- "<parameter=" ~ key ~ ">\n" ~ (value if value is string else value | tojson) ~ "\n</parameter>\n" }}
+{%- endfor %}
+{{- "</function>\n</tool_call>\n" }}
+{%- endfor %}
+{{- "<|im_end|>\n" }}
+{%- elif message.role == "tool" %}
+{{- "<|im_start|>user\n<tool_response>\n" ~ message.content ~ "\n</tool_response><|im_end|>\n" }}
+{%- else %}
+{{- "<|im_start|>" ~ message.role ~ "\n" ~ message.content ~ "<|im_end|>\n" }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{ "<|im_start|>assistant\n" }}{% endif %}"""
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -33,11 +70,19 @@ def formatters(smollm2_path, gemma3_path, qwen_paths):
         # Another family's template on a ChatML vocabulary: the template decides the rendering and the syntax.
         "llama3": ChatFormatter(smollm2, (TEMPLATES / "meta-llama-Llama-3.2-3B-Instruct.jinja").read_text()),
         "mistral": ChatFormatter(smollm2, (TEMPLATES / "mistralai-Mistral-Nemo-Instruct-2407.jinja").read_text()),
+        "qwen-xml": ChatFormatter(smollm2, QWEN_XML_TEMPLATE),
     }
 
 
-FAMILIES = {"qwen": HERMES, "llama3": LLAMA3, "mistral": MISTRAL, "smollm2": HERMES, "gemma": HERMES}
-NATIVE = {"qwen", "llama3", "mistral"}
+FAMILIES = {
+    "qwen": HERMES,
+    "llama3": LLAMA3,
+    "mistral": MISTRAL,
+    "qwen-xml": QWEN_XML,
+    "smollm2": HERMES,
+    "gemma": HERMES,
+}
+NATIVE = {"qwen", "llama3", "mistral", "qwen-xml"}
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -86,7 +131,7 @@ def test_a_call_written_by_the_template_parses_back(formatters, name):
     assert RESULT in prompt  # the tool's result went back to the model
 
 
-@pytest.mark.parametrize("name", ["qwen", "mistral", "smollm2"])
+@pytest.mark.parametrize("name", ["qwen", "mistral", "qwen-xml", "smollm2"])
 def test_parallel_calls_written_by_the_template_parse_back_in_order(formatters, name):
     formatter = formatters[name]
     turn, _, _ = answered_call(formatter, name, n_calls=2)

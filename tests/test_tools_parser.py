@@ -1,7 +1,18 @@
 """The tool-call parser as a pure function of the streamed text: what is held, what is text, what is a
 call, and what is reported as malformed (never repaired)."""
 
-from engine.tools import HERMES, LLAMA3, MISTRAL, Found, MalformedToolCall, Span, ToolCall, ToolCallParser, ToolSpec
+from engine.tools import (
+    HERMES,
+    LLAMA3,
+    MISTRAL,
+    QWEN_XML,
+    Found,
+    MalformedToolCall,
+    Span,
+    ToolCall,
+    ToolCallParser,
+    ToolSpec,
+)
 
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
@@ -145,3 +156,56 @@ def test_a_bare_call_as_the_whole_answer_is_a_call_when_it_names_a_tool_offered(
         parser = ToolCallParser(HERMES, ["get_weather"])
         stream(parser, [answer])
         assert parser.text == answer and not parser.calls and not parser.malformed
+
+
+SEARCH = {
+    "search": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "limit": {"type": "integer"},
+            "exact": {"type": "boolean"},
+            "paths": {"type": "array"},
+        },
+    }
+}
+
+
+def xml_call(*parameters: tuple[str, str], name: str = "search") -> str:
+    body = "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in parameters)
+    return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
+
+
+def test_xml_calls_keep_strings_as_written_and_type_the_rest_by_the_schema():
+    parser = ToolCallParser(QWEN_XML, ["search"], schemas=SEARCH)
+    text = "Looking.\n" + xml_call(
+        ("query", 'def main():\n    print("42")'), ("limit", "3"), ("exact", "true"), ("paths", '["a.py", "b.py"]')
+    )
+    stream(parser, [text[i : i + 5] for i in range(0, len(text), 5)])
+    (call,) = parser.calls
+    assert call.arguments == {
+        "query": 'def main():\n    print("42")',
+        "limit": 3,
+        "exact": True,
+        "paths": ["a.py", "b.py"],
+    }
+    assert parser.text == "Looking.\n" and call.raw == text[len("Looking.\n") :]
+    # A string that looks like a number stays a string; without a schema, JSON other than a string is a value.
+    parser = ToolCallParser(QWEN_XML, schemas=SEARCH)
+    stream(parser, [xml_call(("query", "404"), ("note", "7"), ("other", "plain words"))])
+    assert parser.calls[0].arguments == {"query": "404", "note": 7, "other": "plain words"}
+
+
+def test_xml_calls_that_break_the_form_or_the_types_are_reported_not_guessed():
+    cases = {
+        xml_call(("limit", "three")): "limit of search should be integer",
+        xml_call(("exact", "1")): "exact of search should be boolean",
+        "<tool_call>\n<function=search>\n<parameter=query>\nx\n</parameter>\n</tool_call>": "not a <function=name> block",
+        "<tool_call>\n<function=search>\nquery: x\n</function>\n</tool_call>": "text outside its <parameter> blocks",
+        xml_call(("q", "x"), name="delete_all"): "'delete_all', which is not one of the tools offered",
+    }
+    for text, reason in cases.items():
+        parser = ToolCallParser(QWEN_XML, ["search"], schemas=SEARCH)
+        stream(parser, [text])
+        assert not parser.calls and len(parser.malformed) == 1 and reason in parser.malformed[0].reason, text
+        assert parser.malformed[0].raw == text

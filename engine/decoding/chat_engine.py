@@ -337,7 +337,8 @@ class Engine:
         )
         if tools:
             syntax = self.formatter.tool_syntax
-            events = with_tool_calls(events, ToolCallParser(syntax, [t.name for t in tools]))
+            schemas = {t.name: t.parameters or {} for t in tools}
+            events = with_tool_calls(events, ToolCallParser(syntax, [t.name for t in tools], schemas=schemas))
         try:
             for event in events:
                 if isinstance(event, DoneEvent):

@@ -12,12 +12,13 @@ anything else is reported, never repaired.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from engine.tools.calls import MalformedToolCall, ToolCall, new_call_id
 from engine.tools.syntax import ToolSyntax
+from engine.tools.xml_calls import XmlCallError, parse_xml_call
 
 _DECODER = json.JSONDecoder()
 FENCE, FENCE_END = "```json", "```"
@@ -48,10 +49,13 @@ class ToolCallParser:
         syntax: ToolSyntax,
         tool_names: Collection[str] = (),
         new_id: Callable[[], str] | None = None,
+        schemas: Mapping[str, dict] | None = None,
     ):
-        """tool_names: the tools offered (a call to another is malformed); empty accepts any name."""
+        """tool_names: the tools offered (a call to another is malformed); empty accepts any name.
+        schemas: their parameters' JSON schemas by name, which type the values of XML calls."""
         self.syntax = syntax
         self.tool_names = set(tool_names)
+        self.schemas = dict(schemas or {})
         self._new_id = new_id or (lambda: new_call_id(short=syntax.short_ids))
         self._held: list[list] = []  # [text, item] not yet released
         self._in_call = False
@@ -127,7 +131,8 @@ class ToolCallParser:
                 return False
             end = at + len(s.closing) if at >= 0 else len(text)
             out += self._take(end, call=True)
-            self._end_call(out, self._parse_object(text[:at] if at >= 0 else text))
+            body = text[:at] if at >= 0 else text
+            self._end_call(out, self._parse_xml(body) if s.xml else self._parse_object(body))
             return True
         body = text.lstrip()
         lead = len(text) - len(body)
@@ -210,6 +215,13 @@ class ToolCallParser:
         self._in_call, self._bare = False, False
 
     # -- what a call's JSON says ------------------------------------------------------------------
+
+    def _parse_xml(self, body: str) -> list:
+        try:
+            name, arguments = parse_xml_call(body, self.schemas)
+        except XmlCallError as e:
+            return [self._bad(str(e))]
+        return [self._checked(name, arguments)]
 
     def _parse_object(self, body: str) -> list:
         try:

@@ -1,6 +1,6 @@
 """How each model family writes a tool call, and whether its chat template offers tools at all.
 
-Three syntaxes cover the families the engine knows that were trained for tools:
+Four syntaxes cover the families the engine knows that were trained for tools:
 
 - hermes: `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, one block per call
   (Qwen 2.5/3, Hermes 2/3, and the fallback rendering of engine/tools/fallback.py); also the same
@@ -9,7 +9,9 @@ Three syntaxes cover the families the engine knows that were trained for tools:
 - llama3: a JSON object `{"name": ..., "parameters": {...}}` as the whole answer, or after
   `<|python_tag|>` (Llama 3.1-3.3);
 - mistral: `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`, or the newer
-  `[TOOL_CALLS]name[ARGS]{...}` (Mistral v3 and later: Nemo, Small 3.x, Devstral).
+  `[TOOL_CALLS]name[ARGS]{...}` (Mistral v3 and later: Nemo, Small 3.x, Devstral);
+- qwen-xml: `<tool_call>\n<function=name>\n<parameter=key>\nvalue\n</parameter>\n</function>\n</tool_call>`
+  (Qwen3-Coder, Qwen3.5: engine/tools/xml_calls.py reads the body).
 
 The syntax is read from the template's text and the vocabulary's tokens, which name their markers.
 """
@@ -34,6 +36,7 @@ class ToolSyntax:
     # A call object in a ```json code fence, or bare at the answer's start, is a call too when it names
     # a tool offered (else it is text: JSON the user asked for).
     lenient: bool = False
+    xml: bool = False  # the body is <function=…> with <parameter=…> blocks, not JSON
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -44,7 +47,8 @@ class ToolSyntax:
 HERMES = ToolSyntax("hermes", "<tool_call>", "</tool_call>", bare_json=True, lenient=True)
 LLAMA3 = ToolSyntax("llama3", "<|python_tag|>", bare_json=True)
 MISTRAL = ToolSyntax("mistral", "[TOOL_CALLS]", args_marker="[ARGS]", short_ids=True)
-SYNTAXES = {s.name: s for s in (HERMES, LLAMA3, MISTRAL)}
+QWEN_XML = ToolSyntax("qwen-xml", "<tool_call>", "</tool_call>", xml=True)
+SYNTAXES = {s.name: s for s in (HERMES, LLAMA3, MISTRAL, QWEN_XML)}
 
 
 def supports_tools(template: str | None) -> bool:
@@ -57,6 +61,8 @@ def detect(template: str | None, vocab: Collection[str] = (), family: str | None
     text = template or ""
     if "[TOOL_CALLS]" in text or "[TOOL_CALLS]" in vocab:
         return MISTRAL
+    if "<function=" in text and "<parameter=" in text:
+        return QWEN_XML
     if "<tool_call>" in text or "<tool_call>" in vocab:
         return HERMES
     if "<|python_tag|>" in vocab or (family or "").startswith("llama3") or '"parameters": ' in text:

@@ -75,6 +75,44 @@ def test_what_the_indexer_passes_over_is_not_a_change_and_a_file_source_is_watch
     assert not any(t.name == "specula-documents-watch" and t.is_alive() for t in threading.enumerate())
 
 
+def test_a_folder_that_cannot_be_watched_is_said_and_the_others_are_watched(tmp_path, monkeypatch):
+    from engine.documents import watch
+
+    shared, notes = tmp_path / "shared", tmp_path / "notes"
+    shared.mkdir()
+    notes.mkdir()
+    schedule = watch.Observer.schedule
+
+    def refusing(self, handler, path, *args, **kwargs):  # as the system answers once its watches run out
+        if path == str(shared):
+            raise OSError(28, "inotify watch limit reached")
+        return schedule(self, handler, path, *args, **kwargs)
+
+    monkeypatch.setattr(watch.Observer, "schedule", refusing)
+    problems, changes = [], Changes()
+    watcher = FolderWatcher(changes, debounce_s=0.3, on_problem=problems.append)
+    try:
+        watcher.watch({"shared": [str(shared)], "notes": [str(notes)]})
+        (problem,) = problems
+        assert f"Changes in {shared} (inotify watch limit reached) are not followed" in problem
+        assert "Update index" in problem and str(notes) not in problem
+        (notes / "todo.md").write_text("# Todo\n")
+        assert changes.wait() == ["notes"]
+    finally:
+        watcher.close()
+
+    def failing(self):
+        raise OSError(24, "inotify instance limit reached")
+
+    monkeypatch.setattr(watch.Observer, "start", failing)
+    problems.clear()
+    watcher = FolderWatcher(changes, on_problem=problems.append)
+    watcher.watch({"notes": [str(notes)]})
+    watcher.watch({"notes": [str(notes)]})  # after the next job: said once, not after every job
+    watcher.close()  # nothing started, nothing to stop: no hang
+    assert len(problems) == 1 and "your documents' folders (inotify instance limit reached)" in problems[0]
+
+
 def test_the_library_catches_up_on_start_and_follows_its_folders_while_running(qtbot, tmp_path):
     folder = tmp_path / "licences"
     folder.mkdir()

@@ -244,7 +244,7 @@ class DocumentsService(QObject):
         if self._watcher is None and not sources:
             return  # no collection: no watcher thread
         if self._watcher is None:
-            self._watcher = FolderWatcher(self._changed)
+            self._watcher = FolderWatcher(self._changed, on_problem=self.failed.emit)
         self._watcher.watch(sources)
 
     def _update(self, library: Library, name: str) -> None:

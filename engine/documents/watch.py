@@ -42,8 +42,16 @@ class FolderWatcher:
     A source that is missing (an unplugged drive) is not watched; the next watch() tries again.
     """
 
-    def __init__(self, on_change: Callable[[str], None], debounce_s: float = DEBOUNCE_S):
+    def __init__(
+        self,
+        on_change: Callable[[str], None],
+        debounce_s: float = DEBOUNCE_S,
+        on_problem: Callable[[str], None] | None = None,
+    ):
+        """on_problem(why): a folder cannot be watched (unreadable, the system's limit of watches reached),
+        for the user: its changes are then picked up only when the collection is updated by hand."""
         self.on_change = on_change
+        self.on_problem = on_problem or (lambda why: None)
         self.debounce_s = debounce_s
         self._observer = None
         self._sources: dict[str, list[str]] = {}
@@ -51,19 +59,21 @@ class FolderWatcher:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
+        self._start_failed = False
         self._reporter = threading.Thread(target=self._report, name="specula-documents-watch", daemon=True)
         self._reporter.start()
 
     def watch(self, sources: dict[str, list[str]]) -> None:
         """Watch these collections' sources (name -> folders and files), instead of what was watched."""
         sources = {name: [str(Path(s)) for s in paths] for name, paths in sources.items()}
-        if sources == self._sources and self._observer is not None:
-            return
+        if sources == self._sources and (self._observer is not None or self._start_failed):
+            return  # already watched, or said once that it cannot be
         self._stop_observer()
         self._sources = sources
         observer = Observer()
         handler = _Handler(self)
         watched: set[tuple[str, bool]] = set()
+        unwatched: list[str] = []
         for paths in sources.values():
             for source in paths:
                 where = (source, True) if os.path.isdir(source) else (os.path.dirname(source), False)
@@ -74,9 +84,21 @@ class FolderWatcher:
                     watched.add(where)
                 except OSError as e:  # unreadable, or the system's limit of watches reached
                     log.warning("cannot watch %s for changes: %s", where[0], e)
+                    unwatched.append(f"{where[0]} ({e.strerror or e})")
         observer.daemon = True
-        observer.start()
-        self._observer = observer
+        try:
+            observer.start()  # inotify's watches are added here: the limit is often reached here
+        except OSError as e:
+            log.warning("cannot watch the documents' folders for changes: %s", e)
+            unwatched = [f"your documents' folders ({e.strerror or e})"]
+            observer = None
+        self._observer, self._start_failed = observer, observer is None
+        if unwatched:
+            self.on_problem(
+                f"Changes in {', '.join(unwatched)} are not followed while Specula runs; use Update index in "
+                "File › Documents… after changing files there. On Linux the limit of watched folders is "
+                "raised with the fs.inotify.max_user_watches setting."
+            )
 
     def close(self) -> None:
         self._closed = True

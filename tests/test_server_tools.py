@@ -142,6 +142,14 @@ def test_bad_tool_requests_are_refused_naming_the_field(client, fields, param):
     assert refused.value.body["param"] == param
 
 
+def test_json_asked_for_with_tools_offered_stays_the_answer(client):
+    """auto is held to the tools' schemas from where a call opens; JSON the user asked for opens none."""
+    ann = 'Reply with only a JSON object with the keys "name" and "age" for Ann, who is 31.'
+    answer = ask(client, [{"role": "system", "content": SYSTEM}, {"role": "user", "content": ann}]).choices[0]
+    assert answer.finish_reason == "stop" and not answer.message.tool_calls
+    assert '"name": "Ann"' in answer.message.content
+
+
 def test_required_is_asked_of_the_model(client):
     answer = ask(client, list(QUESTION), tool_choice="required").choices[0]
     assert answer.finish_reason == "tool_calls" and answer.message.tool_calls[0].function.name == "get_weather"

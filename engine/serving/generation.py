@@ -170,8 +170,9 @@ class EngineService:
                     collections=grounding.whole if grounding else None,
                     tools=generation.tools,
                     tool_choice=generation.tool_choice,
-                    # required or a named function: held to calls by a grammar where the family has one
-                    tool_grammar=generation.tool_choice is not None and generation.tool_choice.must_call,
+                    # Calls are held to the tools' schemas by a grammar where the family has one: from the first
+                    # token for required or a named function, from where a call opens for auto (as in the app).
+                    tool_grammar=bool(generation.tools),
                     parallel_tool_calls=generation.parallel_tool_calls,
                 )
             else:

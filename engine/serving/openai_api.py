@@ -12,7 +12,8 @@ stream sends each call once it is complete, as delta.tool_calls[i] (id and name,
 arguments). Text the model meant as a call that is not a valid one stays in the content and is
 listed in specula.tool_call_errors. tool_choice "required" or a named function is asked of the
 model in its system prompt and forced by a grammar in the family's syntax (Hermes for Qwen, Hermes
-and templates without tools; Llama 3.x; Mistral: engine/decoding/tool_grammar.py); an answer that
+and templates without tools; Llama 3.x; Mistral: engine/decoding/tool_grammar.py); under "auto" the
+grammar holds a call from where it opens; an answer that
 still ends without a call (a stop string cut it short) is a 422, tool_call_missing, with the model's
 text in the message.
 

@@ -157,6 +157,23 @@ def test_a_stdio_server_added_in_the_form_is_saved_with_its_values_in_the_keyrin
     }
 
 
+def test_a_server_s_time_limit_is_set_in_the_form_and_kept_in_mcp_json(qtbot, mcp_file, memory_keyring, tmp_path):
+    dialog = open_dialog(qtbot)
+    add_stdio(dialog, qtbot, "ci", "make", "check")
+    assert dialog.form.timeout_box.text() == "60 s (the default)"  # nothing set: nothing written
+    dialog.form.timeout_box.clear()
+    qtbot.keyClicks(dialog.form.timeout_box, "900")
+    shoot(dialog, tmp_path, "mcp_timeout.png")
+    dialog.accept()
+    assert file_servers(mcp_file)["ci"] == {"command": "make", "args": ["check"], "timeout": 900}
+
+    again = open_dialog(qtbot)
+    assert again.form.timeout_box.value() == 900
+    again.form.timeout_box.setValue(0)  # back to the default: the key leaves the file
+    again.accept()
+    assert "timeout" not in file_servers(mcp_file)["ci"]
+
+
 def test_mistakes_are_said_inline_and_keep_ok_disabled(qtbot, mcp_file, memory_keyring):
     dialog = open_dialog(qtbot)
     dialog.add_button.click()

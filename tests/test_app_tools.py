@@ -5,6 +5,7 @@ real MCP servers over stdio: the workspace server on a temporary folder, and tes
 tool that hangs and one that takes its server down."""
 # ruff: noqa: F811  (pytest fixtures imported from tests.app_helpers)
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -190,8 +191,12 @@ def test_deny_ends_the_turn_and_keeps_everything(qtbot, make_window, servers, qw
 def test_a_hanging_tool_times_out_and_always_allow_is_remembered(qtbot, make_window, servers, qwen_paths):
     from PySide6.QtCore import Qt
 
+    from engine.mcp import load_config, save_config
+
+    config = load_config()  # the tool waits 30 s; its server's entry allows a call 1 s
+    config.servers["test"] = dataclasses.replace(config.servers["test"], timeout_s=1)
+    save_config(config)
     window = make_window(qwen_settings(qwen_paths))
-    window.answers.tool_timeout_s = 1.0  # the tool waits 30 s
     tick(window, "test")
     ask(qtbot, window, "Call the slow tool with seconds set to 30.", wait=False)
     dialog = approval(qtbot, window)
@@ -201,7 +206,7 @@ def test_a_hanging_tool_times_out_and_always_allow_is_remembered(qtbot, make_win
 
     answer = window.session.messages[-1]
     assert answer.tool_uses[0].status == ToolStatus.TIMED_OUT
-    assert "did not answer" in answer.error or "time" in answer.error.lower()
+    assert "did not answer within 1 s" in answer.error and "raise test's Time limit" in answer.error
     assert window.session.chat_settings.allowed_tools == ["test/slow"]  # asked no more in this chat
 
 

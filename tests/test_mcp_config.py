@@ -38,6 +38,14 @@ def test_a_valid_file_gives_its_servers_in_order():
     assert search.allow_network is False  # network only once the user says so
 
 
+def test_a_server_s_time_limit_is_read_and_written_back():
+    servers = {"ci": {"command": "make", "timeout": 600}, "quick": {"command": "x"}}
+    config = parse_config(json.dumps({"mcpServers": servers}))
+    assert config.servers["ci"].timeout_s == 600 and config.servers["quick"].timeout_s is None
+    assert config.servers["ci"].to_json()["timeout"] == 600 and "timeout" not in config.servers["quick"].to_json()
+    assert "timeout" not in config.servers["ci"].extra  # read as a setting, not carried as an unknown key
+
+
 @pytest.mark.parametrize(
     "entry, words",
     [
@@ -55,6 +63,9 @@ def test_a_valid_file_gives_its_servers_in_order():
         ({"url": "http://a/mcp", "type": "websocket"}, "its type 'websocket' does not match its url"),
         ({"url": "http://a/mcp", "allowNetwork": "yes"}, "allowNetwork must be true or false"),
         ({"command": "x", "headers": {}}, "headers belong to a url"),
+        ({"command": "x", "timeout": "slow"}, "timeout must be a number of seconds"),
+        ({"command": "x", "timeout": 0}, "timeout must be a number of seconds"),
+        ({"url": "http://a/mcp", "timeout": True}, "timeout must be a number of seconds"),
         ("npx server", "must be an object"),
     ],
 )

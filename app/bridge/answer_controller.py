@@ -565,7 +565,8 @@ class AnswerController(QObject):
 
     def _run(self, turn: ToolTurn, use: ToolUse) -> None:
         turn.waiting = Waiting.TOOL
-        turn.call_key = self.mcp.call(use.server, use.name, use.arguments, self.tool_timeout_s)
+        timeout = self.mcp.timeout_s(use.server) or self.tool_timeout_s  # mcp.json's "timeout" for this server
+        turn.call_key = self.mcp.call(use.server, use.name, use.arguments, timeout)
 
     @Slot(object)
     def _on_call_finished(self, outcome: CallOutcome) -> None:
@@ -585,7 +586,8 @@ class AnswerController(QObject):
                 self._end_turn(FinishReason.CANCELLED, ToolStatus.CANCELLED, "stopped", None)
                 return
             case "timeout":
-                self._end_turn(FinishReason.TOOL_CALLS, ToolStatus.TIMED_OUT, outcome.error, outcome.error)
+                why = f"{outcome.error}. If it needs longer, raise {use.server}'s Time limit in Settings › MCP servers…"
+                self._end_turn(FinishReason.TOOL_CALLS, ToolStatus.TIMED_OUT, outcome.error, why)
                 return
             case _:
                 self.mcp.server_lost(use.server, outcome.error)

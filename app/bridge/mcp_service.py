@@ -100,6 +100,11 @@ class McpService(QObject):
             future = self.host().start_async(server, secrets)
             future.add_done_callback(lambda f, name=name: self._start_done.emit(name, *_outcome(f)))
 
+    def timeout_s(self, name: str) -> float | None:
+        """The limit mcp.json sets for one call to this server's tools ("timeout"), or None."""
+        server = self.config().servers.get(name)
+        return server.timeout_s if server is not None else None
+
     def pending(self, names: Sequence[str]) -> bool:
         """Whether any of the servers is still starting."""
         return any(name in self._starting for name in names)

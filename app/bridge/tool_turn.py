@@ -12,9 +12,10 @@ from enum import Enum
 
 from app.core.tool_steps import ToolStatus, ToolUse, replay, tool_key
 from engine import ChatMessage, DoneEvent, FinishReason, SamplingParams, SpecParams, ToolCall
+from engine.mcp.config import DEFAULT_TIMEOUT_S
 
 MAX_STEPS = 8  # passes of the model that may call tools in one answer; the next calls are not run
-TOOL_TIMEOUT_S = 60.0  # one call; Stop in the window ends it sooner
+TOOL_TIMEOUT_S = float(DEFAULT_TIMEOUT_S)  # one call, unless mcp.json's "timeout" says; Stop ends it sooner
 
 
 class Waiting(str, Enum):

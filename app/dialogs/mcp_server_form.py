@@ -21,16 +21,17 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLineEdit,
     QPushButton,
+    QSpinBox,
     QWidget,
 )
 
 from app.chat.rich_text import TextPane
 from app.ui import file_dialogs, theme
 from app.ui.key_value_rows import KeyValueRows
-from engine.mcp.config import NETWORK_KEY
+from engine.mcp.config import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, NETWORK_KEY, TIMEOUT_KEY
 
 STDIO, HTTP = 0, 1
-_FORM_KEYS = {"command", "args", "env", "cwd", "url", "headers", NETWORK_KEY}
+_FORM_KEYS = {"command", "args", "env", "cwd", "url", "headers", NETWORK_KEY, TIMEOUT_KEY}
 NETWORK_NOTE = (
     "Ticked, Specula connects to this address whenever a chat uses this server's tools, and sends it the "
     "tools' arguments. Apart from downloading models, Specula otherwise never uses the network."
@@ -127,6 +128,16 @@ class ServerForm(QWidget):
         self.network_note = note(NETWORK_NOTE)
         form.addRow("", self.network_note)
 
+        self.timeout_box = QSpinBox()
+        self.timeout_box.setRange(0, MAX_TIMEOUT_S)
+        self.timeout_box.setSuffix(" s")
+        self.timeout_box.setSpecialValueText(f"{DEFAULT_TIMEOUT_S} s (the default)")  # 0: the entry sets none
+        self.timeout_box.setToolTip(
+            "How long one call to this server's tools may take before it is cancelled (Stop ends it sooner): "
+            "raise it for tools that run builds or tests"
+        )
+        form.addRow("Time limit", self.timeout_box)
+
         self.keyring_note = note(keyring_problem or KEYRING_NOTE, theme.warning_colour if keyring_problem else None)
         form.addRow("", self.keyring_note)
 
@@ -134,6 +145,7 @@ class ServerForm(QWidget):
             edit.textEdited.connect(self._changed)
         self.kind_box.currentIndexChanged.connect(self._kind_changed)
         self.network_box.toggled.connect(self._changed)
+        self.timeout_box.valueChanged.connect(self._changed)
         self.env_rows.edited.connect(self._changed)
         self.header_rows.edited.connect(self._changed)
         self._show_kind(STDIO)
@@ -155,6 +167,9 @@ class ServerForm(QWidget):
         self.url_edit.setText(str(entry.get("url", "")))
         self.header_rows.set_rows(list(entry.get("headers", {}).items()), missing)
         self.network_box.setChecked(bool(entry.get(NETWORK_KEY, False)))
+        timeout = entry.get(TIMEOUT_KEY)
+        ok = isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0
+        self.timeout_box.setValue(max(1, round(timeout)) if ok else 0)
         self._show_kind(self._kind_shown)
         self._filling = False
 
@@ -165,6 +180,8 @@ class ServerForm(QWidget):
         """The entry as mcp.json would hold it (values written out), and what the form itself finds wrong
         with it ("" when nothing; parse_server judges the rest)."""
         entry = dict(self._extra)
+        if self.timeout_box.value():
+            entry[TIMEOUT_KEY] = self.timeout_box.value()
         if self.kind_box.currentIndex() != self._kind_shown:
             entry.pop("type", None)  # Cursor's "type" said the other kind
         if self.kind_box.currentIndex() == HTTP:

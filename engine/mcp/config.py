@@ -6,6 +6,8 @@
 Each server is checked on its own: a bad entry is reported by name (McpConfig.problems) and kept as it
 was when the file is written back, while the others stay usable. Keys Specula does not use are kept too.
 
+"timeout": how long one call to the server's tools may take, in seconds (Cline's key; 60 without it).
+
 Specula's own additions, which other apps ignore:
 - "allowNetwork": an HTTP server is network, so each one is used only once the user has said so;
   an imported or hand-written entry without it is not connected.
@@ -31,7 +33,10 @@ from engine.paths import mcp_config_file
 
 SERVERS_KEY = "mcpServers"
 NETWORK_KEY = "allowNetwork"
-_KNOWN_KEYS = {"command", "args", "env", "cwd", "url", "headers", NETWORK_KEY}
+TIMEOUT_KEY = "timeout"
+DEFAULT_TIMEOUT_S = 60  # one tool call, when the server's entry sets none (Cline's default too)
+MAX_TIMEOUT_S = 24 * 3600
+_KNOWN_KEYS = {"command", "args", "env", "cwd", "url", "headers", NETWORK_KEY, TIMEOUT_KEY}
 # "type" as Cursor and VS Code write it. An HTTP server speaks streamable HTTP, or the older SSE transport
 # (MCP 2024-11-05, deprecated but still served by many): "type": "sse", or a url ending in /sse.
 _STDIO_TYPES = {"stdio"}
@@ -64,6 +69,7 @@ class ServerConfig:
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
     allow_network: bool = False
+    timeout_s: float | None = None  # one tool call's limit; None: the app's default
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -98,6 +104,8 @@ class ServerConfig:
                 entry["env"] = dict(self.env)
             if self.cwd:
                 entry["cwd"] = self.cwd
+        if self.timeout_s is not None:
+            entry[TIMEOUT_KEY] = int(self.timeout_s) if float(self.timeout_s).is_integer() else self.timeout_s
         return entry
 
     def same_server(self, other: ServerConfig) -> bool:
@@ -155,6 +163,11 @@ def parse_server(name: str, entry: Any) -> ServerConfig:
     network = entry.get(NETWORK_KEY, False)
     if not isinstance(network, bool):
         raise ValueError(f"{NETWORK_KEY} must be true or false")
+    timeout = entry.get(TIMEOUT_KEY)
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT_S
+    ):
+        raise ValueError(f"{TIMEOUT_KEY} must be a number of seconds, more than 0 and at most {MAX_TIMEOUT_S}")
     extra = {key: value for key, value in entry.items() if key not in _KNOWN_KEYS}
     if has_url:
         url = entry["url"]
@@ -164,7 +177,7 @@ def parse_server(name: str, entry: Any) -> ServerConfig:
             if key in entry:
                 raise ValueError(f"{key} belongs to a command, not to a url")
         headers = _strings(entry.get("headers", {}), "headers")
-        return ServerConfig(name, url=url, headers=headers, allow_network=network, extra=extra)
+        return ServerConfig(name, url=url, headers=headers, allow_network=network, timeout_s=timeout, extra=extra)
     command = entry["command"]
     if not isinstance(command, str) or not command.strip():
         raise ValueError("command must be a non-empty string")
@@ -177,7 +190,7 @@ def parse_server(name: str, entry: Any) -> ServerConfig:
     cwd = entry.get("cwd", "")
     if not isinstance(cwd, str):
         raise ValueError("cwd must be a string")
-    return ServerConfig(name, command=command, args=tuple(args), env=env, cwd=cwd, extra=extra)
+    return ServerConfig(name, command=command, args=tuple(args), env=env, cwd=cwd, timeout_s=timeout, extra=extra)
 
 
 def parse_config(text: str) -> McpConfig:

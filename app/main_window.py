@@ -253,6 +253,7 @@ class MainWindow(QMainWindow):
         self.model_status = ModelStatus(self.models, self)
         for changed in (self.models.load_started, self.models.ready, self.models.unloaded):
             changed.connect(self._update_picker)
+        self.models.ready.connect(self._update_tools_button)  # whether the model's template has tools
 
     def _remote_host(self) -> str:
         """The host of the remote engine answering the chat on screen ("" for this computer)."""
@@ -439,7 +440,8 @@ class MainWindow(QMainWindow):
     def _update_tools_button(self, *_args) -> None:
         names = self.mcp.server_names()
         failed = {name: why for name in names if (why := self.mcp.failure(name))}
-        self.composer.tools_button.set_servers(names, self.session.chat_settings.mcp_servers, failed)
+        native = self.models.info.tools_native if self.models.info else True
+        self.composer.tools_button.set_servers(names, self.session.chat_settings.mcp_servers, failed, native)
 
     def _allow_tool(self, conversation_id: int, key: str) -> None:
         """'Always allow' was chosen for a call of that chat: remembered with the chat."""

@@ -103,6 +103,8 @@ def test_a_tool_call_is_approved_run_and_answered_from(qtbot, make_window, serve
         tick(window, "files")
     assert window.session.chat_settings.mcp_servers == ["files"]
     assert "files" in window.composer.tools_button.text()
+    assert window.models.info.tools_native  # Qwen's template renders tools: no note in the menu
+    assert all(a.isEnabled() for a in window.composer.tools_button.menu().actions() if a.text())
 
     # The server runs, so the meter counts its tools' descriptions: the template puts them in the prompt.
     window.composer.set_text(QUESTION)
@@ -239,6 +241,18 @@ def test_the_tools_button_lists_the_servers_and_follows_the_editor(qtbot, make_w
     window.mcp_servers_changed.emit()  # the MCP servers editor saved mcp.json
     assert names() == ["files"]
     assert not window.mcp.started  # listing servers starts none
+
+
+def test_the_tools_menu_says_when_the_model_s_template_has_no_tools(qtbot, make_window, servers, smollm2_path):
+    from app.chat.tools_button import NO_TOOLS_NOTE
+    from tests.app_helpers import smol_settings
+
+    window = make_window(smol_settings(smollm2_path))  # SmolLM2's template renders no tools
+    assert window.models.info.tools_native is False
+    button = window.composer.tools_button
+    note = button.menu().actions()[0]
+    assert note.text() == NO_TOOLS_NOTE and not note.isEnabled() and "less reliably" in button.toolTip()
+    assert [a.text() for a in button.menu().actions() if a.isCheckable()] == ["files", "test"]
 
 
 def test_opening_a_chat_starts_its_servers(qtbot, make_window, servers):

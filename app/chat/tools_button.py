@@ -10,6 +10,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMenu, QToolButton, QWidget
 
 MAX_NAMES_SHOWN = 20  # characters of chosen names on the button; the tooltip has them all
+NO_TOOLS_NOTE = "This model's template has no tools: they are described in its system prompt (less reliable)"
 
 
 class ToolsButton(QToolButton):
@@ -23,13 +24,20 @@ class ToolsButton(QToolButton):
         self.setMenu(QMenu(self))
         self.set_servers([], [])
 
-    def set_servers(self, names: list[str], chosen: list[str], failed: dict[str, str] | None = None) -> None:
+    def set_servers(
+        self, names: list[str], chosen: list[str], failed: dict[str, str] | None = None, tools_native: bool = True
+    ) -> None:
         """The servers configured, those this chat uses (ticked, named on the button), and those that
-        failed to start (their reason in the entry's tooltip)."""
+        failed to start (their reason in the entry's tooltip). tools_native: the loaded model's chat
+        template renders tools (else the menu says they are only described to it)."""
         failed = failed or {}
         menu = self.menu()
         menu.clear()
         menu.setToolTipsVisible(True)
+        if not tools_native:
+            note = menu.addAction(NO_TOOLS_NOTE)
+            note.setEnabled(False)
+            menu.addSeparator()
         for name in names:
             act = menu.addAction(name + (" (failed)" if name in failed else ""))
             act.setCheckable(True)
@@ -48,6 +56,7 @@ class ToolsButton(QToolButton):
         self.setToolTip(
             "Let the model call tools of your MCP servers in this chat; each call is asked of you first"
             + (f" (now: {', '.join(used)})" if used else " (now: none)")
+            + ("" if tools_native else f".\n{NO_TOOLS_NOTE}, which small models follow less reliably than their own.")
         )
 
     def _toggle(self, name: str, on: bool, chosen: list[str]) -> None:

@@ -67,6 +67,7 @@ class EngineInfo:
     mtp: str = ""  # the target's MTP head: "" (its file has none), "loaded" or why it is not used
     mtp_bytes: int = 0  # the head's weights (loaded or not)
     n_ctx_train: int = 0  # the context the target was trained with (its GGUF says); 0: not known
+    tools_native: bool = True  # its chat template renders tools (else they are described in the system prompt)
 
     def memory_text(self) -> str:
         """ "hybrid: attention + recurrent state (checkpoints 1.2 MB)" for the target, and the draft's if it differs."""
@@ -214,6 +215,7 @@ class Engine:
             mtp="loaded" if t.mtp is not None else t.mtp_problem,
             mtp_bytes=t.info.mtp_bytes,
             n_ctx_train=t.n_ctx_train,
+            tools_native=self.formatter.tools_native,
         )
 
     @property

@@ -206,6 +206,7 @@ class MainWindow(QMainWindow):
         self.composer.documents_button.remote_sending_chosen.connect(self.choose_remote_passages)
         self.documents.summaries_ready.connect(self._update_documents_button)
         self.documents.failed.connect(self._on_documents_failed)
+        self.composer.folders_dropped.connect(self.add_dropped_folders)
         self.composer.tools_button.servers_chosen.connect(self.choose_tool_servers)
         self.composer.tools_button.manage_servers.connect(self.open_mcp_servers)
         self.mcp_servers_changed.connect(self._update_tools_button)  # servers added, renamed or removed
@@ -399,6 +400,19 @@ class MainWindow(QMainWindow):
         full disk while a watched folder changed): said in the chat, unless the Documents window says it."""
         if self.documents_dialog is None or not self.documents_dialog.isVisible():
             self.chat_view.show_notice(f"Your documents: {why}", actions=[("Documents…", self.open_documents)])
+
+    def add_dropped_folders(self, folders: list[str]) -> None:
+        """Folders dropped on the chat: each a collection of the documents (one that holds it already, or a
+        new one named after it), chosen for this chat and indexed in the background."""
+        names = self.documents.add_folders(folders)
+        chosen = self.session.chat_settings.collections
+        self.choose_collections([*chosen, *(n for n in dict.fromkeys(names) if n not in chosen)])
+        quoted = ", ".join(f"“{n}”" for n in dict.fromkeys(names))
+        self.chat_view.show_notice(
+            f"This chat now answers from your documents in {quoted}; new files are indexed in the background.",
+            kind="info",
+            actions=[("Documents…", self.open_documents)],
+        )
 
     def choose_collections(self, names: list[str]) -> None:
         chat = self.session.chat_settings

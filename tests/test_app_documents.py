@@ -206,6 +206,50 @@ def test_an_index_found_damaged_at_launch_is_said_in_the_chat(
     qtbot.waitUntil(lambda: window.documents.names() == ["Licences"], timeout=60_000)
 
 
+def test_a_folder_dropped_on_the_chat_becomes_a_collection_it_answers_from(
+    qtbot, make_window, smollm2_path, licenses, isolated_home, tmp_path
+):
+    """Too big to attach: the folder is added to the documents (named after it), chosen for the chat and
+    indexed; a file dropped with it is attached; the same folder dropped again is the same collection."""
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    note = tmp_path / "note.md"
+    note.write_text("# A note\n\nAttached, not indexed.\n")
+    window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=8))
+    indexed = []
+    window.documents.indexed.connect(lambda name, report: indexed.append((name, report.read)))
+
+    def drop(*paths: Path) -> None:
+        mime = QMimeData()
+        mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+        event = QDropEvent(
+            QPointF(5, 5), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier(0)
+        )
+        window.composer.dropEvent(event)
+
+    drop(licenses, note)
+    assert [a.name for a in window.composer.attachments] == ["note.md"] and not window.composer.refusal.isVisible()
+    assert window.session.chat_settings.collections == ["licenses"]
+    (notice,) = [n for n in window.chat_view.notices if "“licenses”" in n.text()]
+    assert notice.kind == "info"
+    qtbot.waitUntil(lambda: indexed == [("licenses", 3)], timeout=60_000)
+    assert window.documents.names() == ["licenses"]
+    ask(qtbot, window, "What goes in the NOTICE text file of Derivative Works?")
+    answer = window.session.messages[-1]
+    assert answer.sources and answer.sources[0].path == str(licenses / "Apache-2.0")
+
+    other = tmp_path / "elsewhere" / "licenses"  # another folder of the same name: a collection of its own
+    other.mkdir(parents=True)
+    drop(licenses, other)
+    assert window.session.chat_settings.collections == ["licenses", "licenses (2)"]
+    qtbot.waitUntil(lambda: len(indexed) == 3, timeout=60_000)
+    assert window.documents.names() == ["licenses", "licenses (2)"] and indexed[1:] == [
+        ("licenses", 0),
+        ("licenses (2)", 0),
+    ]
+
+
 def test_without_collections_nothing_is_searched_and_no_panel_shows(qtbot, make_window, smollm2_path):
     window = make_window(smol_settings(smollm2_path, temperature=0.0, max_tokens=8))
     ask(qtbot, window, "Say hello.")

@@ -17,6 +17,7 @@ an update going on does not block it).
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -71,6 +72,7 @@ class DocumentsService(QObject):
         self._watcher: FolderWatcher | None = None
         self._waiting: set[str] = set()  # collections with an update queued and not yet started
         self._waiting_lock = threading.Lock()
+        self._claimed: set[str] = set()  # collection names given to dropped folders (their jobs may be queued)
         self._closed = False
 
     # -- reading (GUI thread, quick) --------------------------------------------------------------
@@ -99,6 +101,26 @@ class DocumentsService(QObject):
 
     def add_sources(self, name: str, paths: list[str]) -> None:
         self._submit(lambda library: library.add_sources(name, paths))
+
+    def add_folders(self, folders: list[str]) -> list[str]:
+        """Folders dropped on a chat: for each, the collection that has it as a source already, or a new one
+        named after it (a taken name gets " (2)"…), brought up to date. Their names, in order."""
+        collections = read_collections(self.root)
+        taken = {c.name for c in collections} | self._claimed
+        names = []
+        for folder in folders:
+            folder = os.path.abspath(folder)
+            holder = next((c.name for c in collections if folder in map(os.path.abspath, c.sources)), None)
+            if holder is None:
+                base = os.path.basename(os.path.normpath(folder)) or "Documents"
+                holder = next(n for n in (base, *(f"{base} ({i})" for i in range(2, 10_000))) if n not in taken)
+                taken.add(holder)
+                self._claimed.add(holder)  # a second drop before this job runs must not take it too
+                self.add_collection(holder)
+                self.add_sources(holder, [folder])
+            self.update(holder)
+            names.append(holder)
+        return names
 
     def remove_source(self, name: str, path: str) -> None:
         self._submit(lambda library: library.remove_source(name, path))

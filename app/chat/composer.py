@@ -6,6 +6,8 @@ as removable chips until the message is sent. The context meter sits under the b
 
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
@@ -96,6 +98,7 @@ class Composer(QFrame):
     stop_requested = Signal()
     edit_last_requested = Signal()
     edit_cancelled = Signal()
+    folders_dropped = Signal(list)  # folders dropped on the box: added to the documents, used by this chat
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -125,7 +128,7 @@ class Composer(QFrame):
         self.input = ChatInput(self)
         self.input.submitted.connect(self._submit)
         self.input.edit_last_requested.connect(self.edit_last_requested)
-        self.input.files_dropped.connect(self.attach_files)
+        self.input.files_dropped.connect(self.take_paths)
         self.input.textChanged.connect(self.draft_changed)
         row.addWidget(self.input, 1)
         self.button = QPushButton("Send")
@@ -222,7 +225,15 @@ class Composer(QFrame):
     def dropEvent(self, event) -> None:
         if paths := local_files(event.mimeData()):
             event.acceptProposedAction()
-            self.attach_files(paths)
+            self.take_paths(paths)
+
+    def take_paths(self, paths: list[str]) -> None:
+        """Dropped or pasted: files are attached; a folder, too big to attach, becomes documents the chat searches."""
+        folders = [p for p in paths if os.path.isdir(p)]
+        if folders:
+            self.folders_dropped.emit(folders)
+        if files_only := [p for p in paths if p not in folders]:
+            self.attach_files(files_only)
 
     def set_busy(self, busy: bool) -> None:
         self.busy = busy

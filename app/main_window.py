@@ -408,8 +408,11 @@ class MainWindow(QMainWindow):
         chosen = self.session.chat_settings.collections
         self.choose_collections([*chosen, *(n for n in dict.fromkeys(names) if n not in chosen)])
         quoted = ", ".join(f"“{n}”" for n in dict.fromkeys(names))
+        said = f"This chat now answers from your documents in {quoted}; new files are indexed in the background."
+        if (engine := self._remote_engine()) is not None and engine.id not in self.session.chat_settings.documents_to:
+            said += f" {engine.name} gets no passages until you allow it in the Documents menu."
         self.chat_view.show_notice(
-            f"This chat now answers from your documents in {quoted}; new files are indexed in the background.",
+            said,
             kind="info",
             actions=[("Documents…", self.open_documents)],
         )

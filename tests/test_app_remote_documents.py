@@ -129,3 +129,11 @@ def test_stop_while_the_passages_are_searched_sends_nothing(qtbot, window_on, sc
     qtbot.wait(100)  # its result reaches the GUI thread, after the Stop: dropped, nothing is sent
     assert len(sent_chats(scripted)) == before and window.answers.remote_start is None
     assert window.session.messages[-2].content == QUESTION  # the question is kept
+
+
+def test_a_folder_dropped_on_a_remote_chat_says_its_passages_stay_here(qtbot, window_on, scripted, licenses):
+    window = window_on()
+    window.add_dropped_folders([str(licenses)])  # what a drop on the box does (tests/test_app_documents.py)
+    (notice,) = [n for n in window.chat_view.notices if "“licenses”" in n.text()]
+    assert "Test box gets no passages until you allow it in the Documents menu" in notice.text()
+    assert window.session.chat_settings.collections == ["licenses"] and not window.session.chat_settings.documents_to

@@ -212,6 +212,27 @@ def test_a_hanging_tool_times_out_and_always_allow_is_remembered(qtbot, make_win
     assert window.session.chat_settings.allowed_tools == ["test/slow"]  # asked no more in this chat
 
 
+def test_stop_while_a_tool_runs_cancels_the_call_and_keeps_the_answer(qtbot, make_window, servers, qwen_paths):
+    from PySide6.QtCore import Qt
+
+    window = make_window(qwen_settings(qwen_paths))  # the default limit (60 s): Stop, not the limit, ends it
+    tick(window, "test")
+    ask(qtbot, window, "Call the slow tool with seconds set to 30.", wait=False)
+    dialog = approval(qtbot, window)
+    qtbot.mouseClick(dialog.once_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.answers.turn is not None and window.answers.turn.waiting.value == "tool")
+    assert window.composer.button.text() == "Stop"
+    qtbot.mouseClick(window.composer.button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.session.busy, timeout=10_000)  # not the tool's 30 s
+
+    answer = window.session.messages[-1]
+    assert answer.finish_reason == FinishReason.CANCELLED and answer.complete
+    assert [u.status for u in answer.tool_uses] == [ToolStatus.CANCELLED]
+    stored = window.store.messages(window.session.conversation.id)[-1]
+    assert stored.tool_uses[0].status == ToolStatus.CANCELLED and stored.complete
+    assert not window.mcp.failure("test")  # the server is fine: the next call may use it
+
+
 def test_a_crashed_server_ends_the_turn_with_its_message(qtbot, make_window, servers, qwen_paths):
     from PySide6.QtCore import Qt
 

@@ -190,6 +190,37 @@ def test_deny_ends_the_turn_and_keeps_everything(qtbot, make_window, servers, qw
     assert stored.tool_uses[0].status == ToolStatus.DENIED and stored.complete
 
 
+def test_regenerating_an_answer_that_called_tools_asks_again_and_keeps_the_first(
+    qtbot, make_window, servers, qwen_paths
+):
+    from PySide6.QtCore import Qt
+
+    window = make_window(qwen_settings(qwen_paths))
+    asked = []  # what each pass of the model was sent
+    answer_on_engine = window.host.answer
+    window.host.answer = lambda messages, *args, **kwargs: (
+        asked.append(messages) or answer_on_engine(messages, *args, **kwargs)
+    )
+    tick(window, "files")
+    ask(qtbot, window, QUESTION, wait=False)
+    qtbot.mouseClick(approval(qtbot, window).deny_button, Qt.MouseButton.LeftButton)
+    wait_answer(qtbot, window)
+    first = window.session.messages[-1]
+    assert [u.status for u in first.tool_uses] == [ToolStatus.DENIED]
+
+    window.session.regenerate(first.id)
+    dialog = approval(qtbot, window)  # the call is made and asked again, not replayed from the first answer
+    assert dialog.use.id != first.tool_uses[0].id
+    qtbot.mouseClick(dialog.deny_button, Qt.MouseButton.LeftButton)
+    wait_answer(qtbot, window)
+    second = window.session.messages[-1]
+    assert second.id != first.id and second.variants == [first.id, second.id]
+    assert [m.role for m in asked[1]] == ["system", "user"]  # nothing of the first answer's call was sent
+    window.session.show_variant(second.id, first.id)
+    shown = window.session.messages[-1]
+    assert shown.id == first.id and [u.status for u in shown.tool_uses] == [ToolStatus.DENIED]
+
+
 def test_a_hanging_tool_times_out_and_always_allow_is_remembered(qtbot, make_window, servers, qwen_paths):
     from PySide6.QtCore import Qt
 

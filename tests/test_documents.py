@@ -208,7 +208,9 @@ def test_bad_files_get_a_reason_each_and_the_rest_is_indexed(library, tmp_path):
     (folder / "gone.md").symlink_to(folder / "nowhere.md")
 
     name = collection_of(library, folder)
+    before = fingerprint(folder)
     report = indexer.update(library, name)
+    assert fingerprint(folder) == before  # bad files are read, never written (nor repaired)
     reasons = dict(report.errors)
     assert report.read == 1 and set(reasons) == {
         str(folder / n) for n in ("binary.txt", "damaged.pdf", "locked.pdf", "huge.log", "minutes.doc", "letter.rtf")
@@ -242,6 +244,28 @@ def test_a_file_that_vanishes_or_changes_while_indexing_is_handled(library, tmp_
     assert report.read == 3 and not report.errors
     assert retrieval.search(library, [name], "hello3") == []
     assert len(retrieval.search(library, [name], "hello1")) == 1
+
+
+def test_a_file_changed_while_it_is_read_is_read_again_at_the_next_update(library, tmp_path, monkeypatch):
+    folder = tmp_path / "live"
+    folder.mkdir()
+    log = folder / "log.md"
+    log.write_text("# Log\n\nFirst entry about herons.\n")
+    name = collection_of(library, folder)
+    read = readers.read
+
+    def read_while_written(path, size=None):  # the user saves the file while the indexer reads it
+        document = read(path, size)
+        log.write_text("# Log\n\nFirst entry about herons.\n\nSecond entry about kingfishers.\n")
+        return document
+
+    monkeypatch.setattr(readers, "read", read_while_written)
+    assert indexer.update(library, name).read == 1
+    monkeypatch.undo()
+    assert retrieval.search(library, [name], "kingfishers") == []  # what was read is kept for now
+    again = indexer.update(library, name)
+    assert again.read == 1 and retrieval.search(library, [name], "kingfishers")[0].path == str(log)
+    assert indexer.update(library, name).read == 0  # and then it is settled
 
 
 def test_a_missing_source_folder_keeps_what_was_indexed_from_it(library, tmp_path, licenses):

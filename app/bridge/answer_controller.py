@@ -517,7 +517,7 @@ class AnswerController(QObject):
             ended = done.finish_reason if done.finish_reason == FinishReason.LENGTH else FinishReason.TOOL_CALLS
             done = replace(done, finish_reason=ended, error=unread)
         elif unread:
-            self.notice.emit(unread.replace("so it was not run", "so it was not run (the others were)"))
+            self.notice.emit(unread)
         if done.finish_reason != FinishReason.TOOL_CALLS or not done.tool_calls:
             uses = bool(turn.uses)
             whole = replace(done, text=joined(turn.text, done.text), stats=turn.stats)

@@ -92,7 +92,7 @@ def joined(before: str, after: str) -> str:
 
 
 def unread_calls_note(done: DoneEvent) -> str:
-    """What to tell the user about calls the pass wrote that could not be read (none were run), or ""."""
+    """What to tell the user about calls the pass wrote that could not be read (those were not run), or ""."""
     if not done.malformed_calls:
         return ""
     if done.finish_reason == FinishReason.LENGTH:
@@ -102,4 +102,5 @@ def unread_calls_note(done: DoneEvent) -> str:
         )
     bad = done.malformed_calls[0]
     more = f" (and {len(done.malformed_calls) - 1} more)" if len(done.malformed_calls) > 1 else ""
-    return f"The model wrote a tool call that could not be read{more}, so it was not run: {bad.reason}."
+    others = " (its other calls were)" if done.tool_calls else ""
+    return f"The model wrote a tool call that could not be read{more}, so it was not run{others}: {bad.reason}."

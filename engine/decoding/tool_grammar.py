@@ -3,8 +3,8 @@
 Once the model opens a call (`<tool_call>`, or at the very start of its answer a JSON object, bare or
 in a ```json fence, whose first key names a tool offered) the call must be a JSON object naming one of
 the tools offered, with arguments that follow the tool's JSON schema (llama-cpp-python's schema
-converter writes the rules). Each syntax the parser reads has
-its grammar: Hermes (Qwen, Hermes, the fallback), Llama 3.x and Mistral (both of its forms).
+converter writes the rules). Hermes (Qwen, Hermes, the fallback), Llama 3.x and Mistral (both of its
+forms) have a grammar each; Qwen3-Coder's XML form has none (its values are raw text, not JSON).
 
 Lossless: each verified position's logits are masked by the grammar in the state the draft tokens
 before it would leave it (a copy per position), the verification rule then runs on the masked rows

@@ -56,7 +56,12 @@ class ToolsButton(QToolButton):
         self.setToolTip(
             "Let the model call tools of your MCP servers in this chat; each call is asked of you first"
             + (f" (now: {', '.join(used)})" if used else " (now: none)")
-            + ("" if tools_native else f".\n{NO_TOOLS_NOTE}, which small models follow less reliably than their own.")
+            + (
+                ""
+                if tools_native
+                else ".\nThis model's chat template has no tools, so they are described in its system prompt; "
+                "small models follow such a description less reliably than a template of their own."
+            )
         )
 
     def _toggle(self, name: str, on: bool, chosen: list[str]) -> None:

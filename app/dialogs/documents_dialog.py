@@ -94,6 +94,7 @@ class DocumentsDialog(QDialog):
         self.cancel_button.clicked.connect(service.cancel)
         self.errors = QListWidget()
         self.errors.setAccessibleName("Files that could not be read")
+        self.errors.setWordWrap(True)  # a reason says what to do (save as .docx…): read whole, not scrolled to
         theme.tint(self.errors, theme.error_colour)
         self.errors_label = QLabel("<b>Could not be read</b>")
 

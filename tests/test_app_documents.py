@@ -63,6 +63,19 @@ def test_the_documents_window_indexes_a_folder_with_progress_and_lists_what_it_c
     assert service.shutdown(5.0)
 
 
+def test_the_documents_window_sets_how_many_passages_go_before_a_question(qtbot, isolated_home, tmp_path):
+    service = DocumentsService(tmp_path / "library")
+    dialog = DocumentsDialog(service)
+    qtbot.addWidget(dialog)
+    assert dialog.passages_box.value() == 6
+    dialog.passages_box.setValue(3)
+    qtbot.waitUntil(lambda: service.passages_per_question() == 3, timeout=10_000)  # written by the library's thread
+    again = DocumentsDialog(service)
+    qtbot.addWidget(again)
+    assert again.passages_box.value() == 3
+    assert service.shutdown(5.0)
+
+
 def test_a_new_collection_is_selected_so_the_folder_added_next_goes_into_it(
     qtbot, isolated_home, licenses, monkeypatch
 ):

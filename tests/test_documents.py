@@ -466,6 +466,22 @@ def test_a_question_is_grounded_in_the_passages_that_fit_and_citations_are_read_
     assert grounding.cited("As [2] says, and [1, 3]; see [2][4] and [9].", 4) == [2, 1, 3, 4]
 
 
+def test_the_user_chooses_how_many_passages_go_before_a_question(library, licenses):
+    from engine.documents import grounding
+
+    name = collection_of(library, licenses)
+    indexer.update(library, name)
+    question = "What may a licensee do with the software?"
+    found = grounding.find_and_ground(library, [name], question, fits=lambda text: True)
+    assert library.passages_per_question() == 6 and len(found.sources) == 6 and len(found.drafts) > 6
+    library.set_passages_per_question(2)
+    fewer = grounding.find_and_ground(library, [name], question, fits=lambda text: True)
+    assert fewer.sources == found.sources[:2] and fewer.drafts == found.drafts  # drafted from all the same
+    library.set_passages_per_question(100)
+    assert library.passages_per_question() == 24  # as many as are found at most
+    assert [c.name for c in library.collections()] == [name]  # the setting leaves the collections be
+
+
 def test_generate_answers_from_a_collection_and_reports_its_sources(
     tmp_path, licenses, smollm2_path, monkeypatch, capsys
 ):

@@ -28,7 +28,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from engine.documents import indexer
-from engine.documents.library import Library, read_collections, read_definitions
+from engine.documents.library import Library, passages_per_question, read_collections, read_definitions
 from engine.documents.watch import FolderWatcher
 from engine.errors import EngineError, user_message
 from engine.paths import documents_dir
@@ -139,6 +139,13 @@ class DocumentsService(QObject):
             library.set_embedding_model(path)
 
         self._submit(choose)
+
+    def passages_per_question(self) -> int:
+        """At most how many passages go before a question (from the definitions file, not the index)."""
+        return passages_per_question(read_definitions(self.root))
+
+    def set_passages_per_question(self, n: int) -> None:
+        self._submit(lambda library: library.set_passages_per_question(n))
 
     def set_reranking_model(self, path: str | None) -> None:
         """Reorder the passages a search found with this text-generation GGUF (its header checked

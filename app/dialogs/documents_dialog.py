@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressBar,
     QPushButton,
+    QSpinBox,
     QStyle,
     QVBoxLayout,
     QWidget,
@@ -32,6 +33,7 @@ from PySide6.QtWidgets import (
 from app.bridge.documents_service import CollectionSummary, DocumentsService
 from app.ui import file_dialogs, theme
 from engine.documents import indexer
+from engine.documents.library import DEFAULT_PASSAGES, MAX_PASSAGES
 
 
 class DocumentsDialog(QDialog):
@@ -163,6 +165,20 @@ class DocumentsDialog(QDialog):
         row.addWidget(self.reranking_label, 1)
         row.addWidget(choose_reranker)
         row.addWidget(self.no_reranker_button)
+        layout.addLayout(row)
+        # How many passages go before a question: more for a large model and context, fewer for a small one.
+        self.passages_box = QSpinBox()
+        self.passages_box.setRange(1, MAX_PASSAGES)
+        self.passages_box.setValue(service.passages_per_question())
+        self.passages_box.setToolTip(
+            "The best passages found go before the question, up to this many, as many as fit the model's context "
+            f"(the context meter counts them). A small model loses its way in more than about {DEFAULT_PASSAGES}; "
+            f"all {MAX_PASSAGES} found are drafted from either way."
+        )
+        self.passages_box.valueChanged.connect(service.set_passages_per_question)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Passages before each question, at most"), 1)
+        row.addWidget(self.passages_box)
         layout.addLayout(row)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)

@@ -11,15 +11,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from engine.documents.library import Library
+from engine.documents.library import MAX_PASSAGES, Library
 from engine.documents.reflow import for_prompt
 from engine.documents.retrieval import Hit, search
 from engine.documents.whole_text import WholeText
 
-# Passages found per question, best first: as many of the first SEARCHED as fit the context go in
-# (a small model loses its way in more); all DRAFTED are drafted from, in the prompt or not.
-SEARCHED = 6
-DRAFTED = 24
+# Passages found per question, best first: as many of the first library.passages_per_question() (6 unless
+# the user chose otherwise) as fit the context go in; all DRAFTED are drafted from, in the prompt or not.
+DRAFTED = MAX_PASSAGES
 
 INSTRUCTION = (
     "Passages from the user's documents that may help answer the question are numbered below. "
@@ -64,7 +63,7 @@ def find_and_ground(
     reorder what it found, as retrieval.search)."""
     hits = search(library, collections, question, DRAFTED, embedder=embedder, reranker=reranker)
     whole = WholeText(library.index_file, tuple(collections))
-    return replace(ground(question, hits[:SEARCHED], fits), drafts=hits, whole=whole)
+    return replace(ground(question, hits[: library.passages_per_question()], fits), drafts=hits, whole=whole)
 
 
 def message_with(question: str, hits: list) -> str:

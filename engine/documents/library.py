@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 # How long an open waits for another connection's write (another thread, the terminal, the server)
 # before saying the index is busy; a busy index is never mistaken for a damaged one.
 BUSY_TIMEOUT_S = 30.0
+# Passages of the documents put before a question, at most (as many of them as fit the context go in):
+# a small model loses its way in more than about 6. The user may choose up to MAX_PASSAGES, the number
+# found and drafted from anyway.
+PASSAGES_KEY = "passages_per_question"
+DEFAULT_PASSAGES = 6
+MAX_PASSAGES = 24
 SCHEMA_VERSION = 2  # 2: passages_grams (cjk.py); a version-1 index gains it, filled from its passages
 # Chinese, Japanese and Korean runs only, by three characters (cjk.py): contentless, nothing stored twice.
 # SQLite's trigram tokenizer came with 3.34 (2020); an older SQLite searches those runs by words only.
@@ -203,6 +209,16 @@ class Library:
     def set_reranking_model(self, path: str | Path | None) -> None:
         self._set_model_path("reranking_model", path)
 
+    def passages_per_question(self) -> int:
+        """How many of the passages found go before a question, at most (as many as fit the context)."""
+        return passages_per_question(self._definitions())
+
+    def set_passages_per_question(self, n: int) -> None:
+        data = self._definitions()
+        data[PASSAGES_KEY] = max(1, min(int(n), MAX_PASSAGES))
+        data.setdefault("collections", [])
+        write_json(self.definitions, data)
+
     def _model_path(self, key: str) -> str | None:
         value = self._definitions().get(key)
         return value if isinstance(value, str) and value else None
@@ -316,6 +332,12 @@ class Library:
             self.rebuilt = f"The document index was damaged ({e}); it was set aside as {aside.name} and is built again."
             log.warning(self.rebuilt)
             return _connect(self.index_file)
+
+
+def passages_per_question(definitions: dict) -> int:
+    """The setting as collections.json holds it (DEFAULT_PASSAGES when missing or not a count)."""
+    n = definitions.get(PASSAGES_KEY)
+    return max(1, min(n, MAX_PASSAGES)) if isinstance(n, int) and not isinstance(n, bool) else DEFAULT_PASSAGES
 
 
 def read_definitions(root: Path) -> dict:

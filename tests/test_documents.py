@@ -442,6 +442,11 @@ def test_the_terminal_commands_add_index_search_and_list(tmp_path, licenses):
     assert f"  ! {licenses / 'locked.pdf'}: encrypted; save an unprotected copy to add it." in listed
     with sqlite3.connect(tmp_path / "lib" / "index.sqlite3") as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert docs("passages") == "Up to 6 passages before each question, as many as fit the context.\n"
+    assert docs("passages", "3").startswith("Up to 3 passages") and docs("passages").startswith("Up to 3 ")
+    from engine.documents.library import passages_per_question, read_definitions
+
+    assert passages_per_question(read_definitions(tmp_path / "lib")) == 3  # what the app and the server read too
 
 
 def test_a_question_is_grounded_in_the_passages_that_fit_and_citations_are_read_back(library, licenses):

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from engine.documents import chosen, grounding, indexer, readers, retrieval, vectors
-from engine.documents.library import Library, LibraryError
+from engine.documents.library import MAX_PASSAGES, Library, LibraryError
 from engine.errors import EngineError
 
 
@@ -43,6 +43,8 @@ def add_parser(sub) -> None:
     )
     reranker.add_argument("path", nargs="?", help="the model file; without it: the model in use")
     reranker.add_argument("--none", action="store_true", help="keep the search's own order")
+    passages = verbs.add_parser("passages", help="how many passages go before a question, at most (the app's too)")
+    passages.add_argument("n", nargs="?", type=int, help=f"1 to {MAX_PASSAGES}; without it: the number in use")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
             "remove": _remove,
             "embedder": _embedder,
             "reranker": _reranker,
+            "passages": _passages,
         }
         return verbs[args.verb](library, args)
     except LibraryError as e:
@@ -221,6 +224,16 @@ def _embedder(library: Library, args) -> int:
         f"Embedding model: {info.name} ({arch}, {info.get(f'{arch}.embedding_length')} dimensions). "
         "python -m engine docs index NAME computes the vectors of a collection."
     )
+    return 0
+
+
+def _passages(library: Library, args) -> int:
+    if args.n is not None:
+        if not 1 <= args.n <= MAX_PASSAGES:
+            print(f"error: passages before a question: 1 to {MAX_PASSAGES}, not {args.n}", file=sys.stderr)
+            return 2
+        library.set_passages_per_question(args.n)
+    print(f"Up to {library.passages_per_question()} passages before each question, as many as fit the context.")
     return 0
 
 

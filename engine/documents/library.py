@@ -214,21 +214,22 @@ class Library:
         return passages_per_question(self._definitions())
 
     def set_passages_per_question(self, n: int) -> None:
-        data = self._definitions()
-        data[PASSAGES_KEY] = max(1, min(int(n), MAX_PASSAGES))
-        data.setdefault("collections", [])
-        write_json(self.definitions, data)
+        self._set_definition(PASSAGES_KEY, max(1, min(int(n), MAX_PASSAGES)))
 
     def _model_path(self, key: str) -> str | None:
         value = self._definitions().get(key)
         return value if isinstance(value, str) and value else None
 
     def _set_model_path(self, key: str, path: str | Path | None) -> None:
+        self._set_definition(key, None if path is None else str(Path(path).expanduser().resolve()))
+
+    def _set_definition(self, key: str, value) -> None:
+        """One setting of the library in its definitions file (None: removed), the collections kept."""
         data = self._definitions()
-        if path is None:
+        if value is None:
             data.pop(key, None)
         else:
-            data[key] = str(Path(path).expanduser().resolve())
+            data[key] = value
         data.setdefault("collections", [])
         write_json(self.definitions, data)
 

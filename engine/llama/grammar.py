@@ -129,6 +129,9 @@ class TriggerWatch:
 
     def __init__(self, triggers: Sequence[Trigger | StartTrigger]):
         self.triggers = [(t.text.encode(), t.anywhere) for t in _spelled(triggers)]
+        # Once the start can open nothing, only these are looked at: a tool list spells hundreds of starts.
+        self._anywhere = [(text, anywhere) for text, anywhere in self.triggers if anywhere]
+        self._starts = [text for text, anywhere in self.triggers if not anywhere]
         self._keep = max(len(text) for text, _ in self.triggers) - 1
         self.tail = b""  # the last bytes written
         self.start: bytes | None = b""  # the answer without leading whitespace, while a trigger may open it
@@ -136,12 +139,13 @@ class TriggerWatch:
     def copy(self) -> TriggerWatch:
         other = TriggerWatch.__new__(TriggerWatch)
         other.triggers, other._keep, other.tail, other.start = self.triggers, self._keep, self.tail, self.start
+        other._anywhere, other._starts = self._anywhere, self._starts
         return other
 
     def opened(self, piece: bytes) -> bytes | None:
         """The text the grammar is handed if `piece` comes next (from the trigger on), or None if the
         grammar still waits. The first trigger that matches wins, as in llama.cpp."""
-        for text, anywhere in self.triggers:
+        for text, anywhere in self.triggers if self.start is not None else self._anywhere:
             if anywhere:
                 written = self.tail + piece
                 at = written.find(text)
@@ -158,8 +162,7 @@ class TriggerWatch:
         self.tail = (self.tail + piece)[-self._keep :] if self._keep else b""
         if self.start is not None:
             start = self.start + piece if self.start else piece.lstrip(_SPACE)
-            starts = [text for text, anywhere in self.triggers if not anywhere]
-            self.start = start if any(text.startswith(start) for text in starts) else None
+            self.start = start if any(text.startswith(start) for text in self._starts) else None
 
     def key(self) -> tuple:
         """What decides which tokens open the grammar, and with what: the end of the answer that begins

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from engine.chat import formats as chat_formats
+from engine.chat.harmony import is_harmony
 from engine.chat.prompt_tokens import Segment
 from engine.config import ChatMessage
 from engine.gguf.header import GGUFInfo
@@ -121,6 +122,10 @@ class ChatFormatter:
         self.tool_syntax = (
             detect_tool_syntax(self.format_used.template, vocab, self.family) if self.tools_native else HERMES
         )
+        # gpt-oss answers in channels (engine/chat/harmony.py) rather than with <think> markers, and its
+        # template drops earlier turns' analysis: handed <think> markers, it would keep them as the answer's text.
+        self.harmony = is_harmony(self.family, self.format_used.template)
+        self.keeps_reasoning = self.keeps_reasoning and not self.harmony
 
     def _candidate(self, source: str, template: str) -> Format | None:
         if template in chat_formats.builtin_names():

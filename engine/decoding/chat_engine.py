@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.chat.harmony import MARKERS as HARMONY_MARKERS
+from engine.chat.harmony import HarmonySplitter
 from engine.chat.prompt_tokens import PromptTokenizer
 from engine.chat.reasoning import ReasoningSplitter
 from engine.chat.template import ChatFormatter
@@ -178,7 +180,7 @@ class Engine:
         self.prompt_tokenizer = PromptTokenizer(self.target.vocab, self.target.n_vocab)
         self.formatter = ChatFormatter(self.target.info, controls=self.prompt_tokenizer.controls)
         self.collection_tokens = CollectionTokens(self.prompt_tokenizer.plain, vocabulary=target_info.vocab_fingerprint)
-        self._markers: dict[str, dict[int, bytes]] = {}  # per tool-call syntax (_marker_pieces)
+        self._markers: dict[tuple[str, ...], dict[int, bytes]] = {}  # per set of markers (_marker_pieces)
 
     def set_chat_template(self, override: str | None) -> None:
         """Format conversations with a llama.cpp preset name or a Jinja text; None: the model's own way."""
@@ -319,8 +321,11 @@ class Engine:
         except ContextFullError as e:
             yield DoneEvent(FinishReason.CONTEXT, stats, "", e.user_message())
             return
-        opening, closing = self.formatter.reasoning_markers
-        splitter = ReasoningSplitter(opening, closing, thinking=self.formatter.opens_reasoning)
+        if self.formatter.harmony:
+            splitter = HarmonySplitter()
+        else:
+            opening, closing = self.formatter.reasoning_markers
+            splitter = ReasoningSplitter(opening, closing, thinking=self.formatter.opens_reasoning)
         whole = self.collection_tokens.index_for(collections)
         self.speculator.documents.use([self.prompt_tokenizer.plain(text) for text in documents], whole)
         # A call quotes a tool's result inside a JSON string: lookup drafts from it as escaped there.
@@ -335,7 +340,7 @@ class Engine:
             )
         track = GrammarTrack(grammar) if grammar is not None else None
         events = self.speculator.stream(
-            prompt, sampling, spec, cancel, stats, t_request, splitter, self._marker_pieces() if tools else None, track
+            prompt, sampling, spec, cancel, stats, t_request, splitter, self._marker_pieces(bool(tools)), track
         )
         if tools:
             syntax = self.formatter.tool_syntax
@@ -394,17 +399,20 @@ class Engine:
         """The conversation as prompt tokens: the template's markers as control tokens, content as text."""
         return self.prompt_tokenizer.tokens(self.formatter.segments(messages, tools, tool_choice))
 
-    def _marker_pieces(self) -> dict[int, bytes]:
-        """The tool-call syntax's markers that are control tokens here (silent in text): their text."""
-        syntax = self.formatter.tool_syntax
-        if syntax.name not in self._markers:
+    def _marker_pieces(self, tools: bool) -> dict[int, bytes] | None:
+        """The markers the answer's readers must see that are control tokens here (silent in text), with
+        their text: the tool-call syntax's (with tools), harmony's channel markup (always, for gpt-oss)."""
+        markers = (self.formatter.tool_syntax.markers if tools else ()) + (
+            HARMONY_MARKERS if self.formatter.harmony else ()
+        )
+        if not markers:
+            return None
+        if markers not in self._markers:
             tokens = self.target.info.tokens
-            self._markers[syntax.name] = {
-                tokens.index(m): m.encode()
-                for m in syntax.markers
-                if m in tokens and not self.target.piece(tokens.index(m))
+            self._markers[markers] = {
+                tokens.index(m): m.encode() for m in markers if m in tokens and not self.target.piece(tokens.index(m))
             }
-        return self._markers[syntax.name]
+        return self._markers[markers]
 
     def fits(
         self,

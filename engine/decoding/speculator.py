@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from engine.chat.harmony import HarmonySplitter
 from engine.chat.reasoning import ReasoningSplitter
 from engine.chat.textstream import TextStream
 from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
@@ -225,7 +226,7 @@ class Speculator:
         cancel: threading.Event | None = None,
         stats: AnswerStats | None = None,
         t_request: float | None = None,
-        reasoning: ReasoningSplitter | None = None,
+        reasoning: ReasoningSplitter | HarmonySplitter | None = None,
         shown_as: Mapping[int, bytes] | None = None,
         grammar: GrammarTrack | None = None,
     ) -> Iterator[Event]:

@@ -12,6 +12,7 @@ anything else is reported, never repaired.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from engine.tools.syntax import ToolSyntax
 from engine.tools.xml_calls import XmlCallError, parse_xml_call
 
 _DECODER = json.JSONDecoder()
+_NAME = re.compile(r"[^\s<]*")
 FENCE, FENCE_END = "```json", "```"
 
 
@@ -145,7 +147,8 @@ class ToolCallParser:
                     self._end_call(out, [MalformedToolCall(self._call_text, "the call ended before its arguments")])
                     return True
                 return False
-            name = body[:at].strip()
+            # The name, without what may follow it before the marker (harmony's ` <|constrain|>json`).
+            name = _NAME.match(body[:at].strip()).group()
             lead += at + len(s.args_marker)
             body = body[at + len(s.args_marker) :]
             lead += len(body) - len(body.lstrip())

@@ -107,7 +107,9 @@ def answered_call(formatter, name: str, n_calls: int = 1) -> tuple[str, list[Too
     # The next turn's prompt extends this one: the KV cache and lookup reuse it.
     assert after.startswith(before)
     turn = after[len(before) :]
-    ends = [turn.find(m) for m in ("<|im_end|>", "<|eot_id|>", formatter.eos_text, "<end_of_turn>") if m]
+    ends = [
+        turn.find(m) for m in ("<|im_end|>", "<|eot_id|>", formatter.eos_text, "<end_of_turn>", "<|end_of_text|>") if m
+    ]
     return turn[: min(e for e in ends if e >= 0)], calls, after
 
 
@@ -197,3 +199,20 @@ def test_each_syntax_finds_the_call_and_keeps_the_text(syntax, answer, text, nam
 def test_the_format_summary_says_whether_tools_are_the_templates_own(formatters):
     assert formatters["qwen"].summary.tools_native
     assert not formatters["smollm2"].summary.tools_native and not formatters["gemma"].summary.tools_native
+
+
+# Phi-4-mini's template names `tools` but reads them from a system message's own key, not from the tools it
+# is given (a short template of ours that does the same).
+TOOLS_FROM_A_MESSAGE_KEY = (
+    "{% for m in messages %}{% if m['role'] == 'system' and 'tools' in m and m['tools'] is not none %}"
+    "{{ '<|system|>' + m['content'] + '<|tool|>' + m['tools'] + '<|/tool|><|end|>' }}"
+    "{% else %}{{ '<|' + m['role'] + '|>' + m['content'] + '<|end|>' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}"
+)
+
+
+def test_a_template_that_drops_the_tools_it_is_given_gets_them_described(smollm2_path):
+    formatter = ChatFormatter(read_header(smollm2_path), TOOLS_FROM_A_MESSAGE_KEY)
+    assert not formatter.tools_native and formatter.tool_syntax == HERMES
+    prompt = formatter.format([ChatMessage("user", "Weather in Paris?")], [WEATHER])
+    assert '"get_weather"' in prompt and "<tool_call>" in prompt  # described in Hermes's format, not lost

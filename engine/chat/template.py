@@ -118,7 +118,11 @@ class ChatFormatter:
         )
         self._learn(self.format_used)
         # Tools: rendered by the template itself when it knows them, else described the Hermes way.
-        self.tools_native = self.format_used.name == "jinja" and supports_tools(self.format_used.template)
+        self.tools_native = (
+            self.format_used.name == "jinja"
+            and supports_tools(self.format_used.template)
+            and _renders_tools(self.format_used)
+        )
         self.tool_syntax = (
             detect_tool_syntax(self.format_used.template, vocab, self.family) if self.tools_native else HERMES
         )
@@ -280,6 +284,22 @@ def _split(text: str, contents: list[str]) -> list[Segment]:
 
 def _builtin(name: str) -> Render:
     return lambda messages, tools=None: chat_formats.apply_builtin(name, [(m["role"], m["content"]) for m in messages])
+
+
+_PROBE_TOOL = ToolSpec("specula_probe_tool", "Probe.", {"type": "object", "properties": {}}).as_openai()
+
+
+def _renders_tools(fmt: Format) -> bool:
+    """The template writes the tools it is given into the prompt. Some name `tools` and take them from
+    elsewhere (Phi-4-mini's reads a system message's own `tools` key): given ours, they drop them."""
+    user = {"role": "user", "content": "Hi"}
+    for messages in ([user], [{"role": "system", "content": "Be brief."}, user]):
+        try:
+            if _PROBE_TOOL["function"]["name"] in fmt.render(messages, tools=[_PROBE_TOOL]):
+                return True
+        except Exception:  # a template may want a system message, or raise on one
+            continue
+    return False
 
 
 def _renders(fmt: Format, model_name: str) -> bool:

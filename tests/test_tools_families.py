@@ -11,6 +11,7 @@ from engine.chat.template import ChatFormatter
 from engine.config import ChatMessage
 from engine.gguf.header import read_header
 from engine.tools import (
+    GRANITE,
     HERMES,
     LLAMA3,
     MISTRAL,
@@ -52,6 +53,27 @@ QWEN_XML_TEMPLATE = r"""
 {%- endfor %}
 {%- if add_generation_prompt %}{{ "<|im_start|>assistant\n" }}{% endif %}"""
 
+# Granite 3.x's form: the tools in an available_tools turn, calls as <|tool_call|> and a JSON array (a short
+# template of ours that writes them as Granite 3.3's does).
+GRANITE_TEMPLATE = r"""
+{%- if tools %}
+{{- "<|start_of_role|>available_tools<|end_of_role|>" }}
+{%- for tool in tools %}{{ tool | tojson(indent=4) ~ "\n\n" }}{% endfor %}
+{{- "<|end_of_text|>\n" }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == "assistant" and message.tool_calls %}
+{{- "<|start_of_role|>assistant<|end_of_role|><|tool_call|>" }}
+{{- message.tool_calls | map(attribute="function") | list | tojson }}
+{{- "<|end_of_text|>\n" }}
+{%- elif message.role == "tool" %}
+{{- "<|start_of_role|>tool_response<|end_of_role|>" ~ message.content ~ "<|end_of_text|>\n" }}
+{%- else %}
+{{- "<|start_of_role|>" ~ message.role ~ "<|end_of_role|>" ~ message.content ~ "<|end_of_text|>\n" }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{ "<|start_of_role|>assistant<|end_of_role|>" }}{% endif %}"""
+
 WEATHER = ToolSpec(
     "get_weather",
     "The current weather in a city.",
@@ -71,6 +93,7 @@ def formatters(smollm2_path, gemma3_path, qwen_paths):
         "llama3": ChatFormatter(smollm2, (TEMPLATES / "meta-llama-Llama-3.2-3B-Instruct.jinja").read_text()),
         "mistral": ChatFormatter(smollm2, (TEMPLATES / "mistralai-Mistral-Nemo-Instruct-2407.jinja").read_text()),
         "qwen-xml": ChatFormatter(smollm2, QWEN_XML_TEMPLATE),
+        "granite": ChatFormatter(smollm2, GRANITE_TEMPLATE),
     }
 
 
@@ -79,10 +102,11 @@ FAMILIES = {
     "llama3": LLAMA3,
     "mistral": MISTRAL,
     "qwen-xml": QWEN_XML,
+    "granite": GRANITE,
     "smollm2": HERMES,
     "gemma": HERMES,
 }
-NATIVE = {"qwen", "llama3", "mistral", "qwen-xml"}
+NATIVE = {"qwen", "llama3", "mistral", "qwen-xml", "granite"}
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -133,7 +157,7 @@ def test_a_call_written_by_the_template_parses_back(formatters, name):
     assert RESULT in prompt  # the tool's result went back to the model
 
 
-@pytest.mark.parametrize("name", ["qwen", "mistral", "qwen-xml", "smollm2"])
+@pytest.mark.parametrize("name", ["qwen", "mistral", "qwen-xml", "granite", "smollm2"])
 def test_parallel_calls_written_by_the_template_parse_back_in_order(formatters, name):
     formatter = formatters[name]
     turn, _, _ = answered_call(formatter, name, n_calls=2)
@@ -182,6 +206,7 @@ def test_tool_choice_is_said_in_the_system_prompt(formatters):
         ),
         (LLAMA3, '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}', "", ["get_weather"]),
         (MISTRAL, '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', "", ["get_weather"]),
+        (GRANITE, '<|tool_call|>[{"arguments": {"city": "Paris"}, "name": "get_weather"}]', "", ["get_weather"]),
         (
             MISTRAL,
             'Sure. [TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]',

@@ -15,9 +15,10 @@ from engine.tools.calls import (
     new_call_id,
 )
 from engine.tools.parser import Found, Span, ToolCallParser
-from engine.tools.syntax import HARMONY, HERMES, LLAMA3, MISTRAL, QWEN_XML, ToolSyntax, detect, supports_tools
+from engine.tools.syntax import GRANITE, HARMONY, HERMES, LLAMA3, MISTRAL, QWEN_XML, ToolSyntax, detect, supports_tools
 
 __all__ = [
+    "GRANITE",
     "HARMONY",
     "HERMES",
     "LLAMA3",

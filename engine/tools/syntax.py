@@ -1,6 +1,6 @@
 """How each model family writes a tool call, and whether its chat template offers tools at all.
 
-Five syntaxes cover the families the engine knows that were trained for tools:
+Six syntaxes cover the families the engine knows that were trained for tools:
 
 - hermes: `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, one block per call
   (Qwen 2.5/3, Hermes 2/3, and the fallback rendering of engine/tools/fallback.py); also the same
@@ -10,6 +10,7 @@ Five syntaxes cover the families the engine knows that were trained for tools:
   `<|python_tag|>` (Llama 3.1-3.3);
 - mistral: `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`, or the newer
   `[TOOL_CALLS]name[ARGS]{...}` (Mistral v3 and later: Nemo, Small 3.x, Devstral);
+- granite: `<|tool_call|>[{"name": ..., "arguments": {...}}, ...]` (Granite 3.x; Granite 4 writes Hermes's);
 - harmony: `to=functions.name <|constrain|>json<|message|>{...}`, the part of a gpt-oss message to a
   tool that engine/chat/harmony.py passes on (the rest of its header is not the answer's text);
 - qwen-xml: `<tool_call>\n<function=name>\n<parameter=key>\nvalue\n</parameter>\n</function>\n</tool_call>`
@@ -51,7 +52,8 @@ LLAMA3 = ToolSyntax("llama3", "<|python_tag|>", bare_json=True)
 MISTRAL = ToolSyntax("mistral", "[TOOL_CALLS]", args_marker="[ARGS]", short_ids=True)
 QWEN_XML = ToolSyntax("qwen-xml", "<tool_call>", "</tool_call>", xml=True)
 HARMONY = ToolSyntax("harmony", "to=functions.", args_marker="<|message|>")
-SYNTAXES = {s.name: s for s in (HERMES, LLAMA3, MISTRAL, QWEN_XML, HARMONY)}
+GRANITE = ToolSyntax("granite", "<|tool_call|>")
+SYNTAXES = {s.name: s for s in (HERMES, LLAMA3, MISTRAL, QWEN_XML, HARMONY, GRANITE)}
 
 
 def supports_tools(template: str | None) -> bool:
@@ -66,6 +68,8 @@ def detect(template: str | None, vocab: Collection[str] = (), family: str | None
         return HARMONY
     if "[TOOL_CALLS]" in text or "[TOOL_CALLS]" in vocab:
         return MISTRAL
+    if "<|tool_call|>" in text:
+        return GRANITE
     if "<function=" in text and "<parameter=" in text:
         return QWEN_XML
     if "<tool_call>" in text or "<tool_call>" in vocab:

@@ -11,6 +11,8 @@ from engine.chat.template import ChatFormatter
 from engine.config import ChatMessage
 from engine.gguf.header import read_header
 from engine.tools import (
+    COMMAND_R,
+    DEEPSEEK,
     GRANITE,
     HERMES,
     LLAMA3,
@@ -74,6 +76,59 @@ GRANITE_TEMPLATE = r"""
 {%- endfor %}
 {%- if add_generation_prompt %}{{ "<|start_of_role|>assistant<|end_of_role|>" }}{% endif %}"""
 
+# DeepSeek V3.1's form and V3's (also R1's): calls between <｜tool▁call▁begin｜> and <｜tool▁call▁end｜> in one
+# <｜tool▁calls▁begin｜> block, the name then the arguments, or "function", the name and a ```json fence (short
+# templates of ours that write them as those models' templates do).
+DEEPSEEK_TEMPLATE = r"""
+{%- if tools %}
+{{- "## Tools\nYou have access to the following tools:\n" }}
+{%- for tool in tools %}
+{{- "\n### " ~ tool.function.name ~ "\nDescription: " ~ tool.function.description }}
+{{- "\n\nParameters: " ~ tool.function.parameters | tojson ~ "\n" }}
+{%- endfor %}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == "system" %}{{ message.content }}
+{%- elif message.role == "user" %}{{ "<｜User｜>" ~ message.content }}
+{%- elif message.role == "assistant" and message.tool_calls %}
+{{- "<｜Assistant｜><｜tool▁calls▁begin｜>" }}
+{%- for call in message.tool_calls %}
+{{- "<｜tool▁call▁begin｜>" ~ CALL ~ "<｜tool▁call▁end｜>" }}
+{%- endfor %}
+{{- "<｜tool▁calls▁end｜><｜end▁of▁sentence｜>" }}
+{%- elif message.role == "assistant" %}{{ "<｜Assistant｜>" ~ message.content ~ "<｜end▁of▁sentence｜>" }}
+{%- elif message.role == "tool" %}{{ "<｜tool▁output▁begin｜>" ~ message.content ~ "<｜tool▁output▁end｜>" }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{ "<｜Assistant｜>" }}{% endif %}"""
+DEEPSEEK_V31 = DEEPSEEK_TEMPLATE.replace(
+    "CALL", 'call.function.name ~ "<｜tool▁sep｜>" ~ call.function.arguments | tojson'
+)
+DEEPSEEK_V3 = DEEPSEEK_TEMPLATE.replace(
+    "CALL",
+    '"function<｜tool▁sep｜>" ~ call.function.name ~ "\\n```json\\n" ~ call.function.arguments | tojson ~ "\\n```"',
+)
+# Command R7B's form: a JSON array of {tool_call_id, tool_name, parameters} between action markers.
+COMMAND_R_TEMPLATE = r"""
+{%- if tools %}
+{{- "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>## Available Tools\n```json\n" ~ tools | tojson ~ "\n```<|END_OF_TURN_TOKEN|>" }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == "assistant" and message.tool_calls %}
+{{- "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_ACTION|>[" }}
+{%- for call in message.tool_calls %}
+{{- '\n    {"tool_call_id": "' ~ loop.index0 ~ '", "tool_name": "' ~ call.function.name ~ '", "parameters": ' }}
+{{- call.function.arguments | tojson ~ "}" ~ ("" if loop.last else ",") }}
+{%- endfor %}
+{{- "\n]<|END_ACTION|><|END_OF_TURN_TOKEN|>" }}
+{%- elif message.role == "tool" %}
+{{- "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|><|START_TOOL_RESULT|>" ~ message.content ~ "<|END_TOOL_RESULT|><|END_OF_TURN_TOKEN|>" }}
+{%- else %}
+{{- "<|START_OF_TURN_TOKEN|><|" ~ message.role | upper ~ "_TOKEN|>" ~ message.content ~ "<|END_OF_TURN_TOKEN|>" }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{ "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>" }}{% endif %}"""
+
 WEATHER = ToolSpec(
     "get_weather",
     "The current weather in a city.",
@@ -94,6 +149,9 @@ def formatters(smollm2_path, gemma3_path, qwen_paths):
         "mistral": ChatFormatter(smollm2, (TEMPLATES / "mistralai-Mistral-Nemo-Instruct-2407.jinja").read_text()),
         "qwen-xml": ChatFormatter(smollm2, QWEN_XML_TEMPLATE),
         "granite": ChatFormatter(smollm2, GRANITE_TEMPLATE),
+        "deepseek-v3.1": ChatFormatter(smollm2, DEEPSEEK_V31),
+        "deepseek-v3": ChatFormatter(smollm2, DEEPSEEK_V3),
+        "command-r": ChatFormatter(smollm2, COMMAND_R_TEMPLATE),
     }
 
 
@@ -103,10 +161,13 @@ FAMILIES = {
     "mistral": MISTRAL,
     "qwen-xml": QWEN_XML,
     "granite": GRANITE,
+    "deepseek-v3.1": DEEPSEEK,
+    "deepseek-v3": DEEPSEEK,
+    "command-r": COMMAND_R,
     "smollm2": HERMES,
     "gemma": HERMES,
 }
-NATIVE = {"qwen", "llama3", "mistral", "qwen-xml", "granite"}
+NATIVE = {"qwen", "llama3", "mistral", "qwen-xml", "granite", "deepseek-v3.1", "deepseek-v3", "command-r"}
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -115,7 +176,7 @@ def test_the_template_decides_how_tools_are_rendered_and_written(formatters, nam
     assert formatter.tool_syntax == FAMILIES[name]
     assert formatter.tools_native == (name in NATIVE)
     prompt = formatter.format([ChatMessage("user", "Weather in Paris?")], [WEATHER])
-    assert '"get_weather"' in prompt and "The current weather in a city." in prompt
+    assert "get_weather" in prompt and "The current weather in a city." in prompt
     without = formatter.format([ChatMessage("user", "Weather in Paris?")])
     assert "get_weather" not in without
 
@@ -132,7 +193,17 @@ def answered_call(formatter, name: str, n_calls: int = 1) -> tuple[str, list[Too
     assert after.startswith(before)
     turn = after[len(before) :]
     ends = [
-        turn.find(m) for m in ("<|im_end|>", "<|eot_id|>", formatter.eos_text, "<end_of_turn>", "<|end_of_text|>") if m
+        turn.find(m)
+        for m in (
+            "<|im_end|>",
+            "<|eot_id|>",
+            formatter.eos_text,
+            "<end_of_turn>",
+            "<|end_of_text|>",
+            "<｜end▁of▁sentence｜>",
+            "<|END_OF_TURN_TOKEN|>",
+        )
+        if m
     ]
     return turn[: min(e for e in ends if e >= 0)], calls, after
 
@@ -157,7 +228,9 @@ def test_a_call_written_by_the_template_parses_back(formatters, name):
     assert RESULT in prompt  # the tool's result went back to the model
 
 
-@pytest.mark.parametrize("name", ["qwen", "mistral", "qwen-xml", "granite", "smollm2"])
+@pytest.mark.parametrize(
+    "name", ["qwen", "mistral", "qwen-xml", "granite", "deepseek-v3.1", "deepseek-v3", "command-r", "smollm2"]
+)
 def test_parallel_calls_written_by_the_template_parse_back_in_order(formatters, name):
     formatter = formatters[name]
     turn, _, _ = answered_call(formatter, name, n_calls=2)
@@ -208,6 +281,20 @@ def test_tool_choice_is_said_in_the_system_prompt(formatters):
         (MISTRAL, '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', "", ["get_weather"]),
         (GRANITE, '<|tool_call|>[{"arguments": {"city": "Paris"}, "name": "get_weather"}]', "", ["get_weather"]),
         (
+            DEEPSEEK,
+            "Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+            '{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+            "Sure.",
+            ["get_weather"],
+        ),
+        (
+            COMMAND_R,
+            '<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris"}}]'
+            "<|END_ACTION|>",
+            "",
+            ["get_weather"],
+        ),
+        (
             MISTRAL,
             'Sure. [TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]',
             "Sure. ",
@@ -241,3 +328,17 @@ def test_a_template_that_drops_the_tools_it_is_given_gets_them_described(smollm2
     assert not formatter.tools_native and formatter.tool_syntax == HERMES
     prompt = formatter.format([ChatMessage("user", "Weather in Paris?")], [WEATHER])
     assert '"get_weather"' in prompt and "<tool_call>" in prompt  # described in Hermes's format, not lost
+
+
+def test_a_deepseek_call_that_cannot_be_read_is_reported_beside_one_that_can():
+    block = (
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{city: Oslo}<｜tool▁call▁end｜>"
+        '<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Paris"}\n```<｜tool▁call▁end｜>'
+        "<｜tool▁calls▁end｜>"
+    )
+    parser = parse(DEEPSEEK, block, step=4)
+    assert [(c.name, c.arguments) for c in parser.calls] == [("get_weather", {"city": "Paris"})]
+    assert [m.reason for m in parser.malformed] == [
+        "the arguments of get_weather are not valid JSON: Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1)"
+    ]

@@ -15,9 +15,23 @@ from engine.tools.calls import (
     new_call_id,
 )
 from engine.tools.parser import Found, Span, ToolCallParser
-from engine.tools.syntax import GRANITE, HARMONY, HERMES, LLAMA3, MISTRAL, QWEN_XML, ToolSyntax, detect, supports_tools
+from engine.tools.syntax import (
+    COMMAND_R,
+    DEEPSEEK,
+    GRANITE,
+    HARMONY,
+    HERMES,
+    LLAMA3,
+    MISTRAL,
+    QWEN_XML,
+    ToolSyntax,
+    detect,
+    supports_tools,
+)
 
 __all__ = [
+    "COMMAND_R",
+    "DEEPSEEK",
     "GRANITE",
     "HARMONY",
     "HERMES",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.tools.calls import MalformedToolCall, ToolCall, new_call_id
+from engine.tools.deepseek_calls import DeepSeekCallError, parse_deepseek_calls
 from engine.tools.syntax import ToolSyntax
 from engine.tools.xml_calls import XmlCallError, parse_xml_call
 
@@ -134,7 +135,7 @@ class ToolCallParser:
             end = at + len(s.closing) if at >= 0 else len(text)
             out += self._take(end, call=True)
             body = text[:at] if at >= 0 else text
-            self._end_call(out, self._parse_xml(body) if s.xml else self._parse_object(body))
+            self._end_call(out, self._parse_body(body))
             return True
         body = text.lstrip()
         lead = len(text) - len(body)
@@ -219,6 +220,17 @@ class ToolCallParser:
 
     # -- what a call's JSON says ------------------------------------------------------------------
 
+    def _parse_body(self, body: str) -> list:
+        """A call's body between its markers, in the syntax's form."""
+        if self.syntax.xml:
+            return self._parse_xml(body)
+        if self.syntax.deepseek:
+            return [
+                self._bad(str(call)) if isinstance(call, DeepSeekCallError) else self._from_arguments(*call)
+                for call in parse_deepseek_calls(body)
+            ]
+        return self._parse_object(body)
+
     def _parse_xml(self, body: str) -> list:
         try:
             name, arguments = parse_xml_call(body, self.schemas)
@@ -244,8 +256,10 @@ class ToolCallParser:
     def _from_object(self, value: Any):
         if not isinstance(value, dict):
             return self._bad("a call must be a JSON object with a name and arguments")
-        name = value.get("name")
-        arguments = value.get("arguments", value.get("parameters"))
+        name = value.get("name", value.get("tool_name"))  # Command R7B names it tool_name
+        return self._from_arguments(name, value.get("arguments", value.get("parameters")))
+
+    def _from_arguments(self, name: Any, arguments: Any):
         if isinstance(arguments, str):  # some models write the arguments as a JSON string, as the API does
             try:
                 arguments = json.loads(arguments)

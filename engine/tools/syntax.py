@@ -1,6 +1,6 @@
 """How each model family writes a tool call, and whether its chat template offers tools at all.
 
-Six syntaxes cover the families the engine knows that were trained for tools:
+Eight syntaxes cover the families the engine knows that were trained for tools:
 
 - hermes: `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, one block per call
   (Qwen 2.5/3, Hermes 2/3, and the fallback rendering of engine/tools/fallback.py); also the same
@@ -11,6 +11,8 @@ Six syntaxes cover the families the engine knows that were trained for tools:
 - mistral: `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`, or the newer
   `[TOOL_CALLS]name[ARGS]{...}` (Mistral v3 and later: Nemo, Small 3.x, Devstral);
 - granite: `<|tool_call|>[{"name": ..., "arguments": {...}}, ...]` (Granite 3.x; Granite 4 writes Hermes's);
+- deepseek: `<｜tool▁calls▁begin｜>` around calls of their own markers (engine/tools/deepseek_calls.py);
+- command-r: `<|START_ACTION|>[{"tool_name": ..., "parameters": {...}}, ...]<|END_ACTION|>` (Command R7B);
 - harmony: `to=functions.name <|constrain|>json<|message|>{...}`, the part of a gpt-oss message to a
   tool that engine/chat/harmony.py passes on (the rest of its header is not the answer's text);
 - qwen-xml: `<tool_call>\n<function=name>\n<parameter=key>\nvalue\n</parameter>\n</function>\n</tool_call>`
@@ -24,6 +26,8 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+
+from engine.tools.deepseek_calls import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, SEP
 
 _MENTIONS_TOOLS = re.compile(r"\btools\b")
 
@@ -40,11 +44,13 @@ class ToolSyntax:
     # a tool offered (else it is text: JSON the user asked for).
     lenient: bool = False
     xml: bool = False  # the body is <function=…> with <parameter=…> blocks, not JSON
+    deepseek: bool = False  # the body is DeepSeek's calls, each between markers of their own
+    inner: tuple[str, ...] = ()  # markers inside a call's body
 
     @property
     def markers(self) -> tuple[str, ...]:
         """Marker texts the parser must see even where the vocabulary makes them silent control tokens."""
-        return tuple(m for m in (self.opening, self.closing, self.args_marker) if m)
+        return tuple(m for m in (self.opening, self.closing, self.args_marker, *self.inner) if m)
 
 
 HERMES = ToolSyntax("hermes", "<tool_call>", "</tool_call>", bare_json=True, lenient=True)
@@ -53,7 +59,10 @@ MISTRAL = ToolSyntax("mistral", "[TOOL_CALLS]", args_marker="[ARGS]", short_ids=
 QWEN_XML = ToolSyntax("qwen-xml", "<tool_call>", "</tool_call>", xml=True)
 HARMONY = ToolSyntax("harmony", "to=functions.", args_marker="<|message|>")
 GRANITE = ToolSyntax("granite", "<|tool_call|>")
-SYNTAXES = {s.name: s for s in (HERMES, LLAMA3, MISTRAL, QWEN_XML, HARMONY, GRANITE)}
+DEEPSEEK = ToolSyntax("deepseek", CALLS_BEGIN, CALLS_END, deepseek=True, inner=(CALL_BEGIN, SEP, CALL_END))
+# Command R7B: [{"tool_call_id": "0", "tool_name": ..., "parameters": {...}}, ...] between action markers.
+COMMAND_R = ToolSyntax("command-r", "<|START_ACTION|>", "<|END_ACTION|>")
+SYNTAXES = {s.name: s for s in (HERMES, LLAMA3, MISTRAL, QWEN_XML, HARMONY, GRANITE, DEEPSEEK, COMMAND_R)}
 
 
 def supports_tools(template: str | None) -> bool:
@@ -70,6 +79,10 @@ def detect(template: str | None, vocab: Collection[str] = (), family: str | None
         return MISTRAL
     if "<|tool_call|>" in text:
         return GRANITE
+    if CALL_BEGIN in text or CALL_BEGIN in vocab:
+        return DEEPSEEK
+    if "<|START_ACTION|>" in text:
+        return COMMAND_R
     if "<function=" in text and "<parameter=" in text:
         return QWEN_XML
     if "<tool_call>" in text or "<tool_call>" in vocab:

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import re
 
-from engine.chat.reasoning import Part, _partial_suffix
-from engine.chat.textstream import Piece
+from engine.chat.reasoning import Part, PieceSplitter, _partial_suffix
 
 START, CHANNEL, MESSAGE, CONSTRAIN = "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"
 END, CALL, RETURN = "<|end|>", "<|call|>", "<|return|>"
@@ -39,30 +38,13 @@ def is_harmony(family: str | None, template: str | None) -> bool:
     return family == "gpt-oss" or CHANNEL in (template or "")
 
 
-class HarmonySplitter:
-    """The ReasoningSplitter's interface (push_all, entered, reasoning, n_reasoning_tokens) for harmony."""
+class HarmonySplitter(PieceSplitter):
+    """Splits a harmony answer: analysis is the thinking, the rest the answer (PieceSplitter's interface)."""
 
     def __init__(self):
+        super().__init__()
         self.state = "header"  # "header": reading a message's header; "body": its body
         self.kind = "answer"  # the body being read: "reasoning", "answer" or "call"
-        self.entered = False  # an analysis message was opened
-        self.reasoning = ""
-        self.n_reasoning_tokens = 0
-        self._held: list[Piece] = []
-        self._pushed = 0
-
-    def push(self, piece: Piece) -> list[Part]:
-        self._pushed += 1
-        if piece.text:
-            self._held.append(piece)
-        return self._release(final=False)
-
-    def finish(self) -> list[Part]:
-        return self._release(final=True)
-
-    def push_all(self, pieces, final: bool = False) -> list[Part]:
-        out = [part for piece in pieces for part in self.push(piece)]
-        return out + self.finish() if final else out
 
     def _release(self, final: bool) -> list[Part]:
         out: list[Part] = []
@@ -74,13 +56,13 @@ class HarmonySplitter:
                 continue
             at = min((i for i in (text.find(m) for m in _ENDS) if i >= 0), default=-1)
             if at >= 0:
-                out += self._take(at)
+                out += self._body(at)
                 end = next(m for m in _ENDS if text.startswith(m, at))
                 self._drop(len(end) if end != START else 0)  # <|start|> opens the next header: kept for it
                 self.state, self.kind = "header", "answer"
                 continue
             keep = 0 if final else max(_partial_suffix(text, m) for m in _ENDS)
-            out += self._take(len(text) - keep)
+            out += self._body(len(text) - keep)
             break
         if self.kind == "reasoning" and self.state == "body":
             self.n_reasoning_tokens = self._pushed
@@ -108,7 +90,7 @@ class HarmonySplitter:
         if recipient and recipient.group(1).startswith(CALL_RECIPIENT):
             self.kind = "call"
             self._drop(recipient.start())
-            out += self._take(at + len(MESSAGE) - recipient.start())
+            out += self._body(at + len(MESSAGE) - recipient.start())
         else:
             self.kind = "reasoning" if channel and channel.group(1) == "analysis" else "answer"
             self.entered = self.entered or self.kind == "reasoning"
@@ -116,19 +98,6 @@ class HarmonySplitter:
         self.state = "body"
         return True
 
-    def _take(self, n: int) -> list[Part]:
-        """The first n characters of the held text as the current body's parts."""
-        out = []
-        while n > 0 and self._held:
-            piece = self._held[0]
-            if len(piece.text) > n:
-                self._held[0] = Piece(piece.token, piece.text[n:], piece.source)
-                piece = Piece(piece.token, piece.text[:n], piece.source)
-            else:
-                self._held.pop(0)
-            out.append(Part(piece, self.kind == "reasoning"))
-            n -= len(piece.text)
-        return out
-
-    def _drop(self, n: int) -> None:
-        self._take(n)
+    def _body(self, n: int) -> list[Part]:
+        """The first n characters of the held text, as the current body's."""
+        return self._take(n, self.kind == "reasoning")

@@ -23,22 +23,16 @@ class Part:
     reasoning: bool
 
 
-class ReasoningSplitter:
-    def __init__(self, opening: str = "<think>", closing: str = "</think>", thinking: bool = False):
-        self.opening, self.closing = opening, closing
-        # "start": nothing but whitespace yet; "thinking"; "answer".
-        self.state = "thinking" if thinking else "start"
+class PieceSplitter:
+    """An answer's pieces in, Parts out: text is held until it is clear which side of the split it is on.
+    Subclasses read the markers (_release); the answer's readers see only push_all and what it counts."""
+
+    def __init__(self, thinking: bool = False):
         self.entered = thinking  # a thinking block was opened
-        self._held: list[Piece] = []
-        self._trim_answer = False  # drop the whitespace between </think> and the answer
-        self._trim_thinking = thinking  # drop the newline right after <think>
         self.reasoning = ""  # the thinking text so far
         self.n_reasoning_tokens = 0  # tokens pushed until the thinking ended (its markers included)
+        self._held: list[Piece] = []
         self._pushed = 0
-
-    @property
-    def answering(self) -> bool:
-        return self.state == "answer"
 
     def push(self, piece: Piece) -> list[Part]:
         """Add one token's text; return the parts now safe to show."""
@@ -54,6 +48,41 @@ class ReasoningSplitter:
         """push() each piece (TextStream's output); with final, finish() after them."""
         out = [part for piece in pieces for part in self.push(piece)]
         return out + self.finish() if final else out
+
+    def _release(self, final: bool) -> list[Part]:
+        raise NotImplementedError
+
+    def _take(self, n: int, reasoning: bool) -> list[Part]:
+        """The first n characters of the held text, piece by piece (a piece may be cut in two)."""
+        out = []
+        while n > 0 and self._held:
+            piece = self._held[0]
+            if len(piece.text) <= n:
+                self._held.pop(0)
+                out.append(Part(piece, reasoning))
+                n -= len(piece.text)
+            else:
+                out.append(Part(Piece(piece.token, piece.text[:n], piece.source), reasoning))
+                self._held[0] = Piece(piece.token, piece.text[n:], piece.source)
+                n = 0
+        return out
+
+    def _drop(self, n: int) -> None:
+        self._take(n, reasoning=False)
+
+
+class ReasoningSplitter(PieceSplitter):
+    def __init__(self, opening: str = "<think>", closing: str = "</think>", thinking: bool = False):
+        super().__init__(thinking)
+        self.opening, self.closing = opening, closing
+        # "start": nothing but whitespace yet; "thinking"; "answer".
+        self.state = "thinking" if thinking else "start"
+        self._trim_answer = False  # drop the whitespace between </think> and the answer
+        self._trim_thinking = thinking  # drop the newline right after <think>
+
+    @property
+    def answering(self) -> bool:
+        return self.state == "answer"
 
     # -- the state machine ---------------------------------------------------------------------
 
@@ -101,24 +130,6 @@ class ReasoningSplitter:
             self.n_reasoning_tokens = self._pushed
         self.reasoning += "".join(part.piece.text for part in out if part.reasoning)
         return [part for part in out if part.piece.text]
-
-    def _take(self, n: int, reasoning: bool) -> list[Part]:
-        """The first n characters of the held text, piece by piece (a piece may be cut in two)."""
-        out = []
-        while n > 0 and self._held:
-            piece = self._held[0]
-            if len(piece.text) <= n:
-                self._held.pop(0)
-                out.append(Part(piece, reasoning))
-                n -= len(piece.text)
-            else:
-                out.append(Part(Piece(piece.token, piece.text[:n], piece.source), reasoning))
-                self._held[0] = Piece(piece.token, piece.text[n:], piece.source)
-                n = 0
-        return out
-
-    def _drop(self, n: int) -> None:
-        self._take(n, reasoning=False)
 
 
 def _partial_suffix(text: str, marker: str) -> int:

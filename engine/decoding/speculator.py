@@ -21,8 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.chat.harmony import HarmonySplitter
-from engine.chat.reasoning import ReasoningSplitter
+from engine.chat.reasoning import PieceSplitter, ReasoningSplitter
 from engine.chat.textstream import TextStream
 from engine.config import DrafterKind, DrafterMode, SamplingParams, SpecParams, TokenSource
 from engine.decoding.acceptance import Verdict, verify_greedy, verify_sampled
@@ -226,7 +225,7 @@ class Speculator:
         cancel: threading.Event | None = None,
         stats: AnswerStats | None = None,
         t_request: float | None = None,
-        reasoning: ReasoningSplitter | HarmonySplitter | None = None,
+        reasoning: PieceSplitter | None = None,
         shown_as: Mapping[int, bytes] | None = None,
         grammar: GrammarTrack | None = None,
     ) -> Iterator[Event]:

@@ -120,13 +120,13 @@ def test_a_call_written_by_the_template_parses_back(smollm2_path):
     assert not parser.text
 
 
-# Two earlier calls: SmolLM2 copies the call at temperature 0 (it does not write an analysis message of its
+# Three earlier calls: SmolLM2 copies the call at temperature 0 (it does not write an analysis message of its
 # own, so the thinking is tested above on text).
 CALLED = ToolCall("call_1", "get_weather", {"city": "Paris"})
 RESULT = ChatMessage("tool", '{"temperature_c": 21}', tool_call_id="call_1", name="get_weather")
 REPEATED = [
     ChatMessage("user", "Weather in Paris?"),
-    *[ChatMessage("assistant", "", tool_calls=(CALLED,)), RESULT] * 2,
+    *[ChatMessage("assistant", "", tool_calls=(CALLED,)), RESULT] * 3,
     ChatMessage("user", "Weather in Paris?"),
 ]
 
